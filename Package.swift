@@ -1,0 +1,51 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// Module flow (see README "Layout"):
+//   board / simulation / replay  ->  Core (pure garage model)  ->  Uplink (outbox + MQTT)  ->  broker
+//   ConfigFile (YAML) feeds Core's config reader; Contract is the wire format shared with monitor and bridge.
+let package = Package(
+    name: "parkwise-agent",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "parkwise-agent", targets: ["parkwise-agent"]),
+    ],
+    targets: [
+        // C libraries from Debian, found with pkg-config. Only adapters import them.
+        .systemLibrary(name: "CGPIOD", path: "Sources/CGPIOD", pkgConfig: "libgpiod",
+                       providers: [.apt(["libgpiod-dev"])]),
+        .systemLibrary(name: "CMosquitto", path: "Sources/CMosquitto", pkgConfig: "libmosquitto",
+                       providers: [.apt(["libmosquitto-dev"])]),
+        .systemLibrary(name: "CYAML", path: "Sources/CYAML", pkgConfig: "yaml-0.1",
+                       providers: [.apt(["libyaml-dev"])]),
+
+        // Pure core: config model and validation, sensor pipeline, garage events. No C, no I/O, no wall clock.
+        .target(name: "ParkWiseCore", path: "Sources/Core"),
+        // The wire contract: topic names and payloads, shared by agent, monitor and backend bridge.
+        .target(name: "ParkWiseContract", path: "Sources/Contract"),
+        // One-line key=value logs to stderr.
+        .target(name: "ParkWiseLog", path: "Sources/Log"),
+        // YAML file -> ConfigNode tree (libyaml), handed to the core's config reader.
+        .target(name: "ConfigFile", dependencies: ["ParkWiseCore", "CYAML"], path: "Sources/ConfigFile"),
+        // Kernel GPIO through libgpiod.
+        .target(name: "GPIO", dependencies: ["ParkWiseCore", "ParkWiseLog", "CGPIOD"], path: "Sources/GPIO"),
+        // Traffic simulator and trace replay: line changes without a board.
+        .target(name: "Simulation", dependencies: ["ParkWiseCore"], path: "Sources/Simulation"),
+        // Outbox and MQTT session (libmosquitto).
+        .target(name: "Uplink", dependencies: ["ParkWiseContract", "ParkWiseLog", "CMosquitto"], path: "Sources/Uplink"),
+        // Composition root and CLI.
+        .executableTarget(name: "parkwise-agent",
+                          dependencies: ["ParkWiseCore", "ParkWiseContract", "ParkWiseLog", "ConfigFile",
+                                         "GPIO", "Simulation", "Uplink"],
+                          path: "Sources/Agent"),
+        // Release-mode benchmarks: swift run -c release parkwise-bench
+        .executableTarget(name: "parkwise-bench",
+                          dependencies: ["ParkWiseCore", "Simulation", "ParkWiseContract"],
+                          path: "Sources/Bench"),
+
+        .testTarget(name: "CoreTests", dependencies: ["ParkWiseCore", "ConfigFile", "Simulation", "ParkWiseContract"],
+                    path: "Tests/CoreTests"),
+        .testTarget(name: "AgentTests", dependencies: ["ParkWiseContract", "Uplink"], path: "Tests/AgentTests"),
+    ],
+    swiftLanguageModes: [.v6]
+)

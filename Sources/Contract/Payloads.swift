@@ -1,0 +1,156 @@
+import FoundationEssentials
+
+/// One event on `.../events`. Every event has id, seq, boot, type, at and clock; the rest depends on type.
+public struct EventPayload: Codable, Sendable, Hashable {
+    /// UUID, stable across redelivery: a backend dedupes by it.
+    public var id: String
+    /// Per device, strictly increasing: a backend detects gaps by it.
+    public var seq: UInt64
+    /// Counts the agent's starts.
+    public var boot: UInt64
+    public var type: String
+    /// ISO-8601 UTC with milliseconds: when the vehicle did it, not when it was sent.
+    public var at: String
+    /// `synced`, `unsynced` (the board's clock was not yet set by NTP) or `corrected`.
+    public var clock: String
+    /// True when sent from the outbox after the link came back.
+    public var replayed: Bool?
+
+    public var spot: String?
+    public var level: String?
+    public var lane: String?
+    public var from: String?
+    public var to: String?
+    public var arrival: String?
+    public var departure: String?
+    public var staySeconds: Double?
+    public var subject: String?
+    public var input: String?
+    public var reason: String?
+    public var counted: Int?
+    public var clampedTo: Int?
+
+    public init(id: String, seq: UInt64, boot: UInt64, type: String, at: String, clock: String) {
+        self.id = id
+        self.seq = seq
+        self.boot = boot
+        self.type = type
+        self.at = at
+        self.clock = clock
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case id, seq, boot, type, at, clock, replayed, spot, level, lane, from, to, arrival, departure
+        case staySeconds = "stay_s", subject, input, reason, counted, clampedTo = "clamped_to"
+    }
+}
+
+/// Retained on `.../status`. The broker publishes `offline` as the last will.
+public struct StatusPayload: Codable, Sendable, Hashable {
+    public var state: String
+    public var version: String?
+    public var configHash: String?
+    public var boot: UInt64?
+    public var since: String?
+
+    public init(state: String, version: String? = nil, configHash: String? = nil, boot: UInt64? = nil, since: String? = nil) {
+        self.state = state
+        self.version = version
+        self.configHash = configHash
+        self.boot = boot
+        self.since = since
+    }
+
+    enum CodingKeys: String, CodingKey { case state, version, configHash = "config_hash", boot, since }
+}
+
+/// Retained on `.../state/spot/<id>`.
+public struct SpotStatePayload: Codable, Sendable, Hashable {
+    /// `occupied`, `free` or `unknown`.
+    public var state: String
+    /// When this state began; null when it was already so when the agent started.
+    public var since: String?
+    public var checkedIn: Bool
+
+    public init(state: String, since: String?, checkedIn: Bool) {
+        self.state = state
+        self.since = since
+        self.checkedIn = checkedIn
+    }
+
+    enum CodingKeys: String, CodingKey { case state, since, checkedIn = "checked_in" }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(state, forKey: .state)
+        try c.encode(since, forKey: .since)
+        try c.encode(checkedIn, forKey: .checkedIn)
+    }
+}
+
+/// Retained on `.../state/level/<id>`. Unknown numbers are `null`, never 0.
+public struct LevelStatePayload: Codable, Sendable, Hashable {
+    public var capacity: Int
+    /// Best known vehicle count; null while unknown.
+    public var occupied: Int?
+    public var free: Int?
+    /// `spots` (every space sensed), `lanes` (counted at the lanes) or `unknown`.
+    public var source: String
+    /// From spot sensors: how many spaces have one, how many are occupied, how many report unknown.
+    public var spotsSensed: Int
+    public var spotsOccupied: Int
+    public var spotsUnknown: Int
+    /// From lane passages; null until calibrated.
+    public var laneCount: Int?
+
+    public init(capacity: Int, occupied: Int?, source: String, spotsSensed: Int, spotsOccupied: Int, spotsUnknown: Int,
+                laneCount: Int?) {
+        self.capacity = capacity
+        self.occupied = occupied
+        self.free = occupied.map { max(capacity - $0, 0) }
+        self.source = source
+        self.spotsSensed = spotsSensed
+        self.spotsOccupied = spotsOccupied
+        self.spotsUnknown = spotsUnknown
+        self.laneCount = laneCount
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case capacity, occupied, free, source, spotsSensed = "spots_sensed", spotsOccupied = "spots_occupied"
+        case spotsUnknown = "spots_unknown", laneCount = "lane_count"
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(capacity, forKey: .capacity)
+        try c.encode(occupied, forKey: .occupied)
+        try c.encode(free, forKey: .free)
+        try c.encode(source, forKey: .source)
+        try c.encode(spotsSensed, forKey: .spotsSensed)
+        try c.encode(spotsOccupied, forKey: .spotsOccupied)
+        try c.encode(spotsUnknown, forKey: .spotsUnknown)
+        try c.encode(laneCount, forKey: .laneCount)
+    }
+}
+
+/// The JSON form used on the wire: sorted keys, no escaped slashes.
+public enum WireJSON {
+    public static func encode(_ value: some Encodable) -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        // Our payload types encode only strings, numbers and booleans: encoding cannot fail.
+        return Array((try? encoder.encode(value)) ?? Data("{}".utf8))
+    }
+
+    public static func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) -> T? {
+        try? JSONDecoder().decode(type, from: Data(bytes))
+    }
+}
+
+/// ISO-8601 UTC with milliseconds, e.g. `2026-11-29T14:03:07.250Z`.
+public enum WireTime {
+    public static func format(unixNanoseconds ns: Int64) -> String {
+        let date = Date(timeIntervalSince1970: Double(ns / 1_000_000) / 1000)
+        return date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+    }
+}

@@ -1,0 +1,38 @@
+/// The MQTT topic tree of one device (contract v1; later versions extend it, never break it):
+///
+///     parkwise/v1/<site>/<device>/status              retained; online / offline (last will)
+///     parkwise/v1/<site>/<device>/events              QoS 1; one JSON event per message
+///     parkwise/v1/<site>/<device>/state/spot/<id>     retained spot state
+///     parkwise/v1/<site>/<device>/state/level/<id>    retained level state
+///     parkwise/v1/<site>/<device>/cmd/<name>          commands to the device
+///     parkwise/v1/<site>/<device>/reply               command results
+public struct Topics: Sendable, Hashable {
+    public static let root = "parkwise/v1"
+
+    public let site: String
+    public let device: String
+
+    public init(site: String, device: String) {
+        self.site = site
+        self.device = device
+    }
+
+    public var prefix: String { "\(Topics.root)/\(site)/\(device)" }
+    public var status: String { "\(prefix)/status" }
+    public var events: String { "\(prefix)/events" }
+    public var reply: String { "\(prefix)/reply" }
+    public var commands: String { "\(prefix)/cmd/+" }
+    public func spot(_ id: String) -> String { "\(prefix)/state/spot/\(id)" }
+    public func level(_ id: String) -> String { "\(prefix)/state/level/\(id)" }
+    public func command(_ name: String) -> String { "\(prefix)/cmd/\(name)" }
+
+    /// Everything every device of a site publishes (for a monitor or a backend bridge).
+    public static func siteFilter(_ site: String?) -> String { "\(root)/\(site ?? "+")/#" }
+
+    /// Splits a received topic into its parts, or nil when it is not in this tree.
+    public static func parse(_ topic: String) -> (site: String, device: String, rest: [String])? {
+        let parts = topic.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        guard parts.count >= 5, parts[0] == "parkwise", parts[1] == "v1" else { return nil }
+        return (parts[2], parts[3], Array(parts[4...]))
+    }
+}

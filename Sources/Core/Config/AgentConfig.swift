@@ -1,0 +1,128 @@
+/// Everything an installer configures, validated. Built by `ConfigReader`.
+public struct AgentConfig: Sendable {
+    public var site: String
+    public var device: String
+    public var mqtt: MQTTSettings
+    public var outbox: OutboxSettings
+    public var board: BoardChoice
+    public var spotIDPattern: String?
+    public var levels: [LevelConfig]
+    public var lanes: [LaneConfig]
+    public var spots: [SpotConfig]
+
+    /// Every input the agent reads, in a fixed order: lanes' loops a, b, then spots.
+    /// `InputID` values index this list.
+    public var inputs: [InputConfig] {
+        lanes.flatMap { [$0.loopA, $0.loopB] } + spots.map(\.input)
+    }
+}
+
+public struct MQTTSettings: Sendable {
+    public var brokers: [BrokerAddress]
+    public var credentialsPath: String?
+    public var keepalive: Duration
+}
+
+public struct BrokerAddress: Sendable, Hashable, CustomStringConvertible {
+    public var tls: Bool
+    public var host: String
+    public var port: Int
+
+    public init(tls: Bool, host: String, port: Int) {
+        self.tls = tls
+        self.host = host
+        self.port = port
+    }
+
+    /// `mqtt://host[:1883]` or `mqtts://host[:8883]`.
+    public static func parse(_ text: String) -> BrokerAddress? {
+        let tls: Bool
+        var rest: Substring
+        if text.hasPrefix("mqtt://") { tls = false; rest = text.dropFirst(7) }
+        else if text.hasPrefix("mqtts://") { tls = true; rest = text.dropFirst(8) }
+        else { return nil }
+        if rest.hasSuffix("/") { rest = rest.dropLast() }
+        var port = tls ? 8883 : 1883
+        if let colon = rest.lastIndex(of: ":"), !rest.hasPrefix("[") || rest[..<colon].hasSuffix("]") {
+            guard let p = Int(rest[rest.index(after: colon)...]), (1...65535).contains(p) else { return nil }
+            port = p
+            rest = rest[..<colon]
+        }
+        if rest.hasPrefix("["), rest.hasSuffix("]") { rest = rest.dropFirst().dropLast() }
+        guard !rest.isEmpty, !rest.contains("/") else { return nil }
+        return BrokerAddress(tls: tls, host: String(rest), port: port)
+    }
+
+    public var description: String { "\(tls ? "mqtts" : "mqtt")://\(host.contains(":") ? "[\(host)]" : host):\(port)" }
+}
+
+public struct OutboxSettings: Sendable {
+    public var path: String
+    public var capacity: Int
+}
+
+public enum BoardChoice: Sendable, Hashable {
+    case simulated
+    case auto
+    case named(String)
+}
+
+public struct LevelConfig: Sendable {
+    public var id: String
+    public var capacity: Int
+    public var mark: Mark
+}
+
+/// A lane: two loops (or beams) a and b; a full a→b crossing moves a vehicle from `from` to `to`.
+public struct LaneConfig: Sendable {
+    public var id: String
+    public var from: String
+    public var to: String
+    public var loopA: InputConfig
+    public var loopB: InputConfig
+    /// Shorter than this in the lane is not a car (pedestrian, cart).
+    public var minPresence: Duration
+    /// A loop held longer than this is a fault, not a queue.
+    public var maxPresence: Duration
+    public var mark: Mark
+}
+
+public struct SpotConfig: Sendable {
+    public var id: String
+    public var level: String
+    public var input: InputConfig
+    /// A vehicle that stays this long is checked in.
+    public var checkinAfter: Duration
+    public var mark: Mark
+}
+
+public enum Bias: String, Sendable, CaseIterable {
+    case pullUp = "pull-up", pullDown = "pull-down", disabled = "none", asIs = "as-is"
+}
+
+/// One sensor line and how its level is conditioned before the garage model sees it.
+public struct InputConfig: Sendable {
+    public var ref: InputRef
+    public var activeLow: Bool
+    public var bias: Bias
+    public var delayedOn: Duration
+    public var delayedOff: Duration
+    /// Where it was written, for messages about it.
+    public var mark: Mark
+    /// `lane P2-ramp loop a` or `spot P2-A-01`.
+    public var owner: String
+}
+
+/// Defaults an installer gets without writing anything; documented in the config reference.
+public enum ConfigDefaults {
+    public static let outboxPath = "/var/lib/parkwise-agent/outbox"
+    public static let outboxCapacity = 200
+    public static let keepalive: Duration = .seconds(30)
+    public static let spotDelayedOn: Duration = .seconds(5)
+    public static let spotDelayedOff: Duration = .seconds(10)
+    public static let loopDelayedOn: Duration = .milliseconds(50)
+    public static let loopDelayedOff: Duration = .milliseconds(50)
+    public static let checkinAfter: Duration = .seconds(120)
+    public static let minPresence: Duration = .milliseconds(400)
+    public static let maxPresence: Duration = .seconds(120)
+}

@@ -1,0 +1,422 @@
+/// Turns a parsed config document into an `AgentConfig`, collecting every issue instead of stopping
+/// at the first: an installer fixes a file in one pass.
+public struct ConfigReader {
+    public let file: String
+    private(set) var issues: [ConfigIssue] = []
+
+    public init(file: String) { self.file = file }
+
+    /// Reads and validates; throws `ConfigIssues` listing every problem, in file order.
+    public static func read(_ root: ConfigNode, file: String) throws(ConfigIssues) -> AgentConfig {
+        var reader = ConfigReader(file: file)
+        let config = reader.readRoot(root)
+        if let config, reader.issues.isEmpty { return config }
+        if reader.issues.isEmpty {
+            reader.report(root.mark, "the config could not be read")
+        }
+        throw ConfigIssues(reader.issues.sorted { ($0.mark.line, $0.mark.column) < ($1.mark.line, $1.mark.column) })
+    }
+
+    mutating func report(_ mark: Mark, _ message: String, hint: String? = nil) {
+        issues.append(ConfigIssue(file: file, mark: mark, message: message, hint: hint))
+    }
+
+    // MARK: - Top level
+
+    static let boards = ["simulated", "auto", "raspberry-pi-3", "raspberry-pi-zero-2-w", "raspberry-pi-4",
+                         "raspberry-pi-400", "raspberry-pi-cm4", "raspberry-pi-5", "raspberry-pi-cm5"]
+
+    private mutating func readRoot(_ root: ConfigNode) -> AgentConfig? {
+        guard let top = mapping(root, keys: ["site", "device", "mqtt", "outbox", "board", "spot_id_pattern",
+                                             "levels", "lanes", "spots"], in: "the config file") else { return nil }
+        let site = topicName(top.required("site", &self), what: "site")
+        let device = topicName(top.required("device", &self), what: "device")
+        let mqtt = readMQTT(top["mqtt"], parent: root)
+        let outbox = readOutbox(top["outbox"])
+        let board = readBoard(top["board"])
+        let pattern = top["spot_id_pattern"].flatMap { readPattern($0) }
+        let levels = readLevels(top.required("levels", &self))
+        let levelIDs = Set(levels.map(\.id))
+        var lanes = list(top["lanes"], what: "lanes").compactMap { readLane($0, levelIDs: levelIDs) }
+        var spots = list(top["spots"], what: "spots").compactMap { readSpot($0, levelIDs: levelIDs, pattern: pattern) }
+        lanes = unique(lanes, id: \.id, mark: \.mark, what: "lane")
+        spots = unique(spots, id: \.id, mark: \.mark, what: "spot")
+        checkCapacities(levels: levels, spots: spots)
+        checkInputs(lanes.flatMap { [$0.loopA, $0.loopB] } + spots.map(\.input), board: board)
+        if lanes.isEmpty && spots.isEmpty && top["lanes"] == nil && top["spots"] == nil {
+            report(root.mark, "nothing to watch: the config has no lanes and no spots",
+                   hint: "add a `lanes:` list (gate loops) or a `spots:` list (presence sensors)")
+        }
+        guard let site, let device, let mqtt, let board else { return nil }
+        return AgentConfig(site: site, device: device, mqtt: mqtt, outbox: outbox, board: board,
+                           spotIDPattern: pattern?.text, levels: levels, lanes: lanes, spots: spots)
+    }
+
+    private mutating func readMQTT(_ node: ConfigNode?, parent: ConfigNode) -> MQTTSettings? {
+        guard let node else {
+            return MQTTSettings(brokers: [BrokerAddress(tls: false, host: "127.0.0.1", port: 1883)],
+                                credentialsPath: nil, keepalive: ConfigDefaults.keepalive)
+        }
+        guard let map = mapping(node, keys: ["brokers", "credentials", "keepalive"], in: "mqtt") else { return nil }
+        var brokers: [BrokerAddress] = []
+        if let list = map["brokers"] {
+            let items = self.list(list, what: "mqtt.brokers")
+            for item in items {
+                guard let text = string(item, what: "a broker address") else { continue }
+                if let broker = BrokerAddress.parse(text) { brokers.append(broker) } else {
+                    report(item.mark, "'\(text)' is not a broker address",
+                           hint: "write mqtt://HOST:PORT, or mqtts://HOST:PORT for TLS (e.g. mqtt://10.0.0.5:1883)")
+                }
+            }
+            if items.isEmpty { report(list.mark, "mqtt.brokers is empty", hint: "list at least one broker, e.g. [\"mqtt://127.0.0.1:1883\"]") }
+        } else {
+            brokers = [BrokerAddress(tls: false, host: "127.0.0.1", port: 1883)]
+        }
+        let credentials = map["credentials"].flatMap { string($0, what: "a file path") }
+        let keepalive = map["keepalive"].flatMap { duration($0, key: "keepalive") } ?? ConfigDefaults.keepalive
+        if let k = map["keepalive"], keepalive < .seconds(5) || keepalive > .seconds(3600) {
+            report(k.mark, "keepalive must be between 5s and 1h", hint: "30s suits most networks")
+        }
+        return MQTTSettings(brokers: brokers, credentialsPath: credentials, keepalive: keepalive)
+    }
+
+    private mutating func readOutbox(_ node: ConfigNode?) -> OutboxSettings {
+        var settings = OutboxSettings(path: ConfigDefaults.outboxPath, capacity: ConfigDefaults.outboxCapacity)
+        guard let node, let map = mapping(node, keys: ["path", "capacity"], in: "outbox") else { return settings }
+        if let p = map["path"], let path = string(p, what: "a directory path") { settings.path = path }
+        if let c = map["capacity"], let capacity = int(c, what: "outbox.capacity") {
+            if (1...100_000).contains(capacity) { settings.capacity = capacity } else {
+                report(c.mark, "outbox.capacity must be between 1 and 100000", hint: "200 holds hours of a busy level")
+            }
+        }
+        return settings
+    }
+
+    private mutating func readBoard(_ node: ConfigNode?) -> BoardChoice? {
+        guard let node else { return .auto }
+        guard let name = string(node, what: "a board name") else { return nil }
+        switch name {
+        case "simulated": return .simulated
+        case "auto": return .auto
+        case _ where Self.boards.contains(name): return .named(name)
+        default:
+            report(node.mark, "unknown board '\(name)'",
+                   hint: suggestion(for: name, among: Self.boards).map { "did you mean '\($0)'? " } ?? ""
+                       + "boards: \(Self.boards.joined(separator: ", "))")
+            return nil
+        }
+    }
+
+    private mutating func readPattern(_ node: ConfigNode) -> SpotIDPattern? {
+        guard let text = string(node, what: "a spot id pattern") else { return nil }
+        guard let pattern = SpotIDPattern(text) else {
+            report(node.mark, "'\(text)' is not a spot id pattern",
+                   hint: "use placeholders <level>, <zone>, <n>, <nn>, e.g. \"<level>-<zone>-<nn>\"")
+            return nil
+        }
+        return pattern
+    }
+
+    // MARK: - Levels, lanes, spots
+
+    private mutating func readLevels(_ node: ConfigNode?) -> [LevelConfig] {
+        guard let node else { return [] }
+        let items = list(node, what: "levels")
+        if items.isEmpty { report(node.mark, "levels is empty", hint: "list each level, e.g. - { id: P1, capacity: 60 }") }
+        let levels: [LevelConfig] = items.compactMap { item in
+            guard let map = mapping(item, keys: ["id", "capacity", "name"], in: "a level") else { return nil }
+            let id = topicName(map.required("id", &self), what: "level id")
+            let capacity = map.required("capacity", &self).flatMap { c -> Int? in
+                guard let n = int(c, what: "capacity") else { return nil }
+                if n < 1 { report(c.mark, "capacity must be at least 1", hint: "the number of parking spaces on the level") }
+                return n
+            }
+            if let n = map["name"] { _ = string(n, what: "a display name") }
+            guard let id, let capacity else { return nil }
+            if id == "outside" { report(item.mark, "'outside' is reserved for the area outside the garage", hint: "name levels like P1, P2") }
+            return LevelConfig(id: id, capacity: capacity, mark: item.mark)
+        }
+        return unique(levels, id: \.id, mark: \.mark, what: "level")
+    }
+
+    private mutating func readLane(_ node: ConfigNode, levelIDs: Set<String>) -> LaneConfig? {
+        guard let map = mapping(node, keys: ["id", "from", "to", "loops", "min_presence", "max_presence",
+                                             "delayed_on", "delayed_off", "active_low", "bias"], in: "a lane") else { return nil }
+        let id = topicName(map.required("id", &self), what: "lane id")
+        let from = map.required("from", &self).flatMap { area($0, levelIDs: levelIDs) }
+        let to = map.required("to", &self).flatMap { area($0, levelIDs: levelIDs) }
+        if let from, let to, from == to, let t = map["to"] {
+            report(t.mark, "lane goes from '\(from)' to itself", hint: "a lane connects two different areas (outside or levels)")
+        }
+        let owner = "lane \(id ?? "?")"
+        let shared = inputSettings(map, defaultsOn: ConfigDefaults.loopDelayedOn, off: ConfigDefaults.loopDelayedOff)
+        var loopA: InputConfig?, loopB: InputConfig?
+        if let loops = map.required("loops", &self), let lm = mapping(loops, keys: ["a", "b"], in: "loops") {
+            loopA = lm.required("a", &self).flatMap { loopInput($0, shared: shared, owner: "\(owner) loop a") }
+            loopB = lm.required("b", &self).flatMap { loopInput($0, shared: shared, owner: "\(owner) loop b") }
+        }
+        let minPresence = map["min_presence"].flatMap { duration($0, key: "min_presence") } ?? ConfigDefaults.minPresence
+        let maxPresence = map["max_presence"].flatMap { duration($0, key: "max_presence") } ?? ConfigDefaults.maxPresence
+        if let m = map["max_presence"], maxPresence <= minPresence {
+            report(m.mark, "max_presence must be longer than min_presence (\(DurationText.format(minPresence)))",
+                   hint: "max_presence is how long a loop may stay occupied before it counts as stuck, e.g. 2m")
+        }
+        guard let id, let from, let to, let loopA, let loopB else { return nil }
+        return LaneConfig(id: id, from: from, to: to, loopA: loopA, loopB: loopB,
+                          minPresence: minPresence, maxPresence: maxPresence, mark: node.mark)
+    }
+
+    private mutating func loopInput(_ node: ConfigNode, shared: InputSettings, owner: String) -> InputConfig? {
+        if case .mapping = node.value {
+            guard let map = mapping(node, keys: ["input", "delayed_on", "delayed_off", "active_low", "bias"], in: "a loop") else { return nil }
+            let own = inputSettings(map, base: shared)
+            return map.required("input", &self).flatMap { input($0, settings: own, owner: owner) }
+        }
+        return input(node, settings: shared, owner: owner)
+    }
+
+    private mutating func readSpot(_ node: ConfigNode, levelIDs: Set<String>, pattern: SpotIDPattern?) -> SpotConfig? {
+        guard let map = mapping(node, keys: ["id", "input", "level", "delayed_on", "delayed_off", "active_low", "bias",
+                                             "checkin_after"], in: "a spot") else { return nil }
+        guard let idNode = map.required("id", &self), let id = topicName(idNode, what: "spot id") else { return nil }
+        var level: String?
+        if let l = map["level"] {
+            level = string(l, what: "a level id")
+            if let name = level, !levelIDs.contains(name) {
+                report(l.mark, "spot \(id) is on unknown level '\(name)'", hint: levelHint(name, levelIDs))
+                level = nil
+            }
+        } else {
+            let prefix = String(id.prefix(while: { $0 != "-" }))
+            if levelIDs.contains(prefix) { level = prefix } else if !levelIDs.isEmpty {
+                report(idNode.mark, "spot \(id) names no known level",
+                       hint: "start the id with its level (e.g. P2-A-01) or add `level:`; levels: \(levelIDs.sorted().joined(separator: ", "))")
+            }
+        }
+        if let pattern, let level, !pattern.matches(id, level: level) {
+            report(idNode.mark, "spot id '\(id)' does not match spot_id_pattern \"\(pattern.text)\"",
+                   hint: "rename it to follow the pattern, e.g. \(pattern.example(level: level))")
+        }
+        let settings = inputSettings(map, defaultsOn: ConfigDefaults.spotDelayedOn, off: ConfigDefaults.spotDelayedOff)
+        let input = map.required("input", &self).flatMap { self.input($0, settings: settings, owner: "spot \(id)") }
+        let checkin = map["checkin_after"].flatMap { duration($0, key: "checkin_after") } ?? ConfigDefaults.checkinAfter
+        guard let level, let input else { return nil }
+        return SpotConfig(id: id, level: level, input: input, checkinAfter: checkin, mark: node.mark)
+    }
+
+    // MARK: - Inputs
+
+    struct InputSettings {
+        var delayedOn: Duration
+        var delayedOff: Duration
+        var activeLow: Bool
+        var bias: Bias
+    }
+
+    private mutating func inputSettings(_ map: MappingNode, defaultsOn: Duration, off: Duration) -> InputSettings {
+        inputSettings(map, base: InputSettings(delayedOn: defaultsOn, delayedOff: off, activeLow: false, bias: .asIs))
+    }
+
+    private mutating func inputSettings(_ map: MappingNode, base: InputSettings) -> InputSettings {
+        var s = base
+        if let n = map["delayed_on"], let d = duration(n, key: "delayed_on") { s.delayedOn = d }
+        if let n = map["delayed_off"], let d = duration(n, key: "delayed_off") { s.delayedOff = d }
+        if let n = map["active_low"], let b = bool(n, what: "active_low") { s.activeLow = b }
+        if let n = map["bias"], let text = string(n, what: "a bias") {
+            if let bias = Bias(rawValue: text) { s.bias = bias } else {
+                report(n.mark, "unknown bias '\(text)'", hint: "use one of: \(Bias.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+        }
+        return s
+    }
+
+    private mutating func input(_ node: ConfigNode, settings: InputSettings, owner: String) -> InputConfig? {
+        guard let text = string(node, what: "an input") else { return nil }
+        guard let ref = InputRef.parse(text) else {
+            report(node.mark, "'\(text)' is not an input", hint: "write GPIO17 (Broadcom name), pin 11 (40-pin header) or CHIP-LABEL:LINE (e.g. mcp23017:GPA0)")
+            return nil
+        }
+        if case .headerPin(let pin) = ref, InputRef.gpio(ofHeaderPin: pin) == nil {
+            report(node.mark, "header pin \(pin) is a power or ground pin, not a GPIO",
+                   hint: "use a GPIO pin: 7, 11, 12, 13, 15, 16, 18, 22, 29, 31, 32, 33, 35, 36, 37, 38, 40")
+            return nil
+        }
+        return InputConfig(ref: ref, activeLow: settings.activeLow, bias: settings.bias, delayedOn: settings.delayedOn,
+                           delayedOff: settings.delayedOff, mark: node.mark, owner: owner)
+    }
+
+    private mutating func checkInputs(_ inputs: [InputConfig], board: BoardChoice?) {
+        var seen: [String: InputConfig] = [:]
+        for input in inputs {
+            let key = input.ref.canonical
+            if let first = seen[key] {
+                report(input.mark, "\(input.owner) uses line \(input.ref) which \(first.owner) already uses (line \(first.mark.line))",
+                       hint: "each sensor needs its own line; check the wiring plan")
+            } else {
+                seen[key] = input
+            }
+        }
+    }
+
+    private mutating func checkCapacities(levels: [LevelConfig], spots: [SpotConfig]) {
+        for level in levels {
+            let count = spots.count(where: { $0.level == level.id })
+            if count > level.capacity, let first = spots.first(where: { $0.level == level.id }) {
+                report(first.input.mark, "level \(level.id) has capacity \(level.capacity) but \(count) spots are configured on it",
+                       hint: "raise the level's capacity to at least \(count), or move spots to their real level")
+            }
+        }
+    }
+
+    private mutating func area(_ node: ConfigNode, levelIDs: Set<String>) -> String? {
+        guard let name = string(node, what: "an area") else { return nil }
+        if name == "outside" || levelIDs.contains(name) { return name }
+        report(node.mark, "lane points at unknown level '\(name)'", hint: levelHint(name, levelIDs + ["outside"]))
+        return nil
+    }
+
+    private func levelHint(_ name: String, _ ids: some Collection<String>) -> String {
+        (suggestion(for: name, among: ids).map { "did you mean '\($0)'? " } ?? "")
+            + "known: \(ids.sorted().joined(separator: ", "))"
+    }
+
+    // MARK: - Typed values
+
+    mutating func mapping(_ node: ConfigNode, keys: [String], in what: String) -> MappingNode? {
+        guard case .mapping(let pairs) = node.value else {
+            report(node.mark, "\(what) must be a mapping of keys to values, found \(node.kindName)")
+            return nil
+        }
+        var result = MappingNode(mark: node.mark)
+        for (keyNode, value) in pairs {
+            guard let key = keyNode.text else { report(keyNode.mark, "keys must be plain words"); continue }
+            if result.values[key] != nil {
+                report(keyNode.mark, "'\(key)' is given twice in \(what)", hint: "keep one; YAML would silently use the last")
+                continue
+            }
+            guard keys.contains(key) else {
+                let guess = Self.aliases[key].flatMap { keys.contains($0) ? $0 : nil } ?? suggestion(for: key, among: keys)
+                report(keyNode.mark, "unknown key '\(key)' in \(what)",
+                       hint: guess.map { "did you mean '\($0)'?" } ?? "allowed here: \(keys.joined(separator: ", "))")
+                continue
+            }
+            result.values[key] = value
+        }
+        return result
+    }
+
+    /// Words installers reach for that we spell differently.
+    static let aliases = ["buffer": "outbox", "pin": "input", "gpio": "input", "line": "input", "broker": "brokers",
+                          "spots_pattern": "spot_id_pattern", "pattern": "spot_id_pattern", "debounce": "delayed_on",
+                          "name": "id", "capacity_spots": "capacity", "invert": "active_low", "inverted": "active_low"]
+
+    mutating func list(_ node: ConfigNode?, what: String) -> [ConfigNode] {
+        guard let node, !node.isNull else { return [] }
+        guard case .sequence(let items) = node.value else {
+            report(node.mark, "\(what) must be a list (lines starting with '- '), found \(node.kindName)")
+            return []
+        }
+        return items
+    }
+
+    mutating func string(_ node: ConfigNode, what: String) -> String? {
+        guard let text = node.text, !node.isNull else {
+            report(node.mark, "expected \(what), found \(node.isNull ? "nothing" : node.kindName)")
+            return nil
+        }
+        return text
+    }
+
+    mutating func int(_ node: ConfigNode, what: String) -> Int? {
+        guard let text = string(node, what: "a whole number") else { return nil }
+        guard let n = Int(text) else {
+            report(node.mark, "\(what) must be a whole number, found '\(text)'")
+            return nil
+        }
+        return n
+    }
+
+    mutating func bool(_ node: ConfigNode, what: String) -> Bool? {
+        guard let text = string(node, what: "true or false") else { return nil }
+        switch text {
+        case "true", "yes", "on": return true
+        case "false", "no", "off": return false
+        default:
+            report(node.mark, "\(what) must be true or false, found '\(text)'")
+            return nil
+        }
+    }
+
+    mutating func duration(_ node: ConfigNode, key: String) -> Duration? {
+        guard let text = string(node, what: "a duration") else { return nil }
+        guard let d = DurationText.parse(text) else {
+            report(node.mark, "\(key): '\(text)' is not a duration", hint: "write a number and a unit: 250ms, 5s, 2m, 1h")
+            return nil
+        }
+        return d
+    }
+
+    /// Ids become MQTT topic levels: letters, digits, '-', '_' and '.'.
+    mutating func topicName(_ node: ConfigNode?, what: String) -> String? {
+        guard let node, let text = string(node, what: what) else { return nil }
+        let ok = !text.isEmpty && text.unicodeScalars.allSatisfy {
+            (("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0)
+             || $0 == "-" || $0 == "_" || $0 == ".")
+        }
+        if !ok {
+            report(node.mark, "\(what) '\(text)' has characters that cannot go in an MQTT topic",
+                   hint: "use letters, digits, '-', '_' and '.' only (no spaces, '/', '+' or '#')")
+            return nil
+        }
+        return text
+    }
+
+    mutating func unique<T>(_ items: [T], id: KeyPath<T, String>, mark: KeyPath<T, Mark>, what: String) -> [T] {
+        var seen: [String: Mark] = [:]
+        return items.filter { item in
+            let key = item[keyPath: id]
+            if let first = seen[key] {
+                report(item[keyPath: mark], "duplicate \(what) id '\(key)' (first defined at line \(first.line))",
+                       hint: "every \(what) needs its own id")
+                return false
+            }
+            seen[key] = item[keyPath: mark]
+            return true
+        }
+    }
+}
+
+/// A mapping whose keys were checked; `required` reports a missing key at the mapping.
+struct MappingNode {
+    var mark: Mark
+    var values: [String: ConfigNode] = [:]
+
+    subscript(key: String) -> ConfigNode? { values[key] }
+
+    func required(_ key: String, _ reader: inout ConfigReader) -> ConfigNode? {
+        if let value = values[key] { return value }
+        reader.report(mark, "missing required key '\(key)'", hint: "add `\(key):` here")
+        return nil
+    }
+}
+
+/// The closest allowed word, when it is close enough to be a typo.
+func suggestion(for word: String, among candidates: some Collection<String>) -> String? {
+    let scored = candidates.map { ($0, editDistance(word.lowercased(), $0.lowercased())) }
+    guard let best = scored.min(by: { $0.1 < $1.1 }) else { return nil }
+    return best.1 <= max(2, word.count / 3) ? best.0 : nil
+}
+
+func editDistance(_ a: String, _ b: String) -> Int {
+    let a = Array(a), b = Array(b)
+    if a.isEmpty { return b.count }
+    var previous = Array(0...b.count)
+    for i in 1...a.count {
+        var current = [i] + Array(repeating: 0, count: b.count)
+        for j in 1...max(b.count, 1) where j <= b.count {
+            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
+        }
+        previous = current
+    }
+    return previous[b.count]
+}

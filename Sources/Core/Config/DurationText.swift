@@ -1,0 +1,42 @@
+/// Durations as installers write them: `250ms`, `5s`, `2m`, `1h`, `1.5s`, or `0`.
+public enum DurationText {
+    public static func parse(_ text: String) -> Duration? {
+        let trimmed = text.trimmingSpaces
+        if trimmed == "0" { return .zero }
+        let units: [(String, Double)] = [("ms", 1e-3), ("s", 1), ("m", 60), ("h", 3600)]
+        for (suffix, seconds) in units where trimmed.hasSuffix(suffix) {
+            let number = trimmed.dropLast(suffix.count)
+            guard !number.isEmpty, number.allSatisfy({ $0.isNumber || $0 == "." }),
+                  let value = Double(number), value >= 0 else { return nil }
+            return .nanoseconds(Int64((value * seconds * 1e9).rounded()))
+        }
+        return nil
+    }
+
+    /// The shortest exact spelling: `250ms`, `5s`, `2m`.
+    public static func format(_ duration: Duration) -> String {
+        let ms = duration.milliseconds
+        if ms % 3_600_000 == 0 && ms > 0 { return "\(ms / 3_600_000)h" }
+        if ms % 60_000 == 0 && ms > 0 { return "\(ms / 60_000)m" }
+        if ms % 1000 == 0 { return "\(ms / 1000)s" }
+        return "\(ms)ms"
+    }
+}
+
+extension Duration {
+    public var milliseconds: Int64 {
+        let (seconds, attoseconds) = components
+        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
+    }
+
+    public var nanosecondCount: Int64 {
+        let (seconds, attoseconds) = components
+        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+    }
+}
+
+extension StringProtocol {
+    var trimmingSpaces: String {
+        String(drop(while: { $0 == " " || $0 == "\t" }).reversed().drop(while: { $0 == " " || $0 == "\t" }).reversed())
+    }
+}

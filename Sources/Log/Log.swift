@@ -1,0 +1,56 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One line per event on stderr: a fixed message, then key=value fields. journald adds time and unit.
+///     warn broker unreachable broker=mqtt://10.0.0.5:1883 retry_in=4s outbox=12
+public enum Log {
+    public enum Level: Int, Comparable, Sendable {
+        case debug, info, warn, error
+        public static func < (a: Level, b: Level) -> Bool { a.rawValue < b.rawValue }
+        var word: String { ["debug", "info", "warn", "error"][rawValue] }
+    }
+
+    /// Set once at start-up (from PARKWISE_LOG or --verbose), before other threads run.
+    nonisolated(unsafe) public static var threshold: Level = .info
+
+    public static func debug(_ message: StaticString, _ fields: KeyValuePairs<String, any CustomStringConvertible> = [:]) {
+        write(.debug, message, fields)
+    }
+
+    public static func info(_ message: StaticString, _ fields: KeyValuePairs<String, any CustomStringConvertible> = [:]) {
+        write(.info, message, fields)
+    }
+
+    public static func warn(_ message: StaticString, _ fields: KeyValuePairs<String, any CustomStringConvertible> = [:]) {
+        write(.warn, message, fields)
+    }
+
+    public static func error(_ message: StaticString, _ fields: KeyValuePairs<String, any CustomStringConvertible> = [:]) {
+        write(.error, message, fields)
+    }
+
+    static func write(_ level: Level, _ message: StaticString, _ fields: KeyValuePairs<String, any CustomStringConvertible>) {
+        guard level >= threshold else { return }
+        var line = "\(level.word) \(message)"
+        for (key, value) in fields {
+            line += " \(key)=\(quoted(value.description))"
+        }
+        line += "\n"
+        // One write(2) per line, so lines from different threads never interleave.
+        var bytes = Array(line.utf8)
+        _ = bytes.withUnsafeMutableBytes { Glibc.write(2, $0.baseAddress, $0.count) }
+    }
+
+    static func quoted(_ value: String) -> String {
+        if !value.isEmpty && !value.contains(where: { $0 == " " || $0 == "\"" || $0 == "=" || $0 == "\n" }) { return value }
+        return "\"" + value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+            .replacingOccurrences(of: "\n", with: "\\n") + "\""
+    }
+}
+
+extension String {
+    fileprivate func replacingOccurrences(of target: String, with replacement: String) -> String {
+        split(separator: target, omittingEmptySubsequences: false).joined(separator: replacement)
+    }
+}
