@@ -18,6 +18,8 @@ let package = Package(
                        providers: [.apt(["libmosquitto-dev"])]),
         .systemLibrary(name: "CYAML", path: "Sources/CYAML", pkgConfig: "yaml-0.1",
                        providers: [.apt(["libyaml-dev"])]),
+        // adjtimex(2): whether NTP has set the clock (a header of the C library, nothing to link).
+        .systemLibrary(name: "CTimex", path: "Sources/CTimex"),
 
         // Pure core: config model and validation, sensor pipeline, garage events. No C, no I/O, no wall clock.
         .target(name: "ParkWiseCore", path: "Sources/Core"),
@@ -36,7 +38,7 @@ let package = Package(
         // Composition root and CLI.
         .executableTarget(name: "parkwise-agent",
                           dependencies: ["ParkWiseCore", "ParkWiseContract", "ParkWiseLog", "ConfigFile",
-                                         "GPIO", "Simulation", "Uplink"],
+                                         "GPIO", "Simulation", "Uplink", "CTimex"],
                           path: "Sources/Agent"),
         // Release-mode benchmarks: swift run -c release parkwise-bench
         .executableTarget(name: "parkwise-bench",

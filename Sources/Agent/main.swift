@@ -1,1 +1,2 @@
-print("x")
+import Glibc
+exit(await Commands.main(Array(CommandLine.arguments.dropFirst())))

@@ -154,3 +154,23 @@ public enum WireTime {
         return date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
     }
 }
+
+/// Any command may carry an `id`; the reply repeats it.
+public struct CommandEnvelope: Codable, Sendable {
+    public var id: String?
+}
+
+/// Published on `.../reply` for every command received.
+public struct CommandReply: Codable, Sendable, Hashable {
+    public var command: String
+    public var id: String?
+    public var ok: Bool
+    public var error: String?
+
+    public init(command: String, id: String?, ok: Bool, error: String? = nil) {
+        self.command = command
+        self.id = id
+        self.ok = ok
+        self.error = error
+    }
+}

@@ -4,9 +4,9 @@ import ParkWiseCore
 /// park on a free spot, stay, and leave, so that each level follows the ParkWise hourly profile.
 /// It produces the line changes the real sensors would (with contact bounce), in time order,
 /// for the same pipeline as real GPIO.
-public struct TrafficSimulator {
-    struct Crossing { var lane: Int; var forward: Bool }
-    struct Vehicle {
+public struct TrafficSimulator: Sendable {
+    struct Crossing: Sendable { var lane: Int; var forward: Bool }
+    struct Vehicle: Sendable {
         var level: Int
         var spot: Int?
         /// When it settled on its level (on its spot, or after the last lane); it leaves only after.
@@ -197,7 +197,7 @@ public struct TrafficSimulator {
 }
 
 /// Edges waiting to happen, earliest first; edges at the same instant keep the order they were made in.
-struct Pending: Comparable {
+struct Pending: Comparable, Sendable {
     var change: TimedChange
     var order: UInt64
     static func < (a: Pending, b: Pending) -> Bool { (a.change.offset, a.order) < (b.change.offset, b.order) }

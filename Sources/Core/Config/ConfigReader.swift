@@ -3,6 +3,8 @@
 public struct ConfigReader {
     public let file: String
     private(set) var issues: [ConfigIssue] = []
+    /// Every input read, even of lanes and spots rejected for other reasons, to find lines used twice.
+    private var inputsSeen: [InputConfig] = []
 
     public init(file: String) { self.file = file }
 
@@ -42,7 +44,7 @@ public struct ConfigReader {
         lanes = unique(lanes, id: \.id, mark: \.mark, what: "lane")
         spots = unique(spots, id: \.id, mark: \.mark, what: "spot")
         checkCapacities(levels: levels, spots: spots)
-        checkInputs(lanes.flatMap { [$0.loopA, $0.loopB] } + spots.map(\.input), board: board)
+        checkInputsUsedOnce()
         if lanes.isEmpty && spots.isEmpty && top["lanes"] == nil && top["spots"] == nil {
             report(root.mark, "nothing to watch: the config has no lanes and no spots",
                    hint: "add a `lanes:` list (gate loops) or a `spots:` list (presence sensors)")
@@ -241,13 +243,15 @@ public struct ConfigReader {
                    hint: "use a GPIO pin: 7, 11, 12, 13, 15, 16, 18, 22, 29, 31, 32, 33, 35, 36, 37, 38, 40")
             return nil
         }
-        return InputConfig(ref: ref, activeLow: settings.activeLow, bias: settings.bias, delayedOn: settings.delayedOn,
-                           delayedOff: settings.delayedOff, mark: node.mark, owner: owner)
+        let input = InputConfig(ref: ref, activeLow: settings.activeLow, bias: settings.bias, delayedOn: settings.delayedOn,
+                                delayedOff: settings.delayedOff, mark: node.mark, owner: owner)
+        inputsSeen.append(input)
+        return input
     }
 
-    private mutating func checkInputs(_ inputs: [InputConfig], board: BoardChoice?) {
+    private mutating func checkInputsUsedOnce() {
         var seen: [String: InputConfig] = [:]
-        for input in inputs {
+        for input in inputsSeen {
             let key = input.ref.canonical
             if let first = seen[key] {
                 report(input.mark, "\(input.owner) uses line \(input.ref) which \(first.owner) already uses (line \(first.mark.line))",

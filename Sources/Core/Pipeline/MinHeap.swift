@@ -37,3 +37,5 @@ public struct MinHeap<Element: Comparable> {
         return first
     }
 }
+
+extension MinHeap: Sendable where Element: Sendable {}

@@ -1,0 +1,12 @@
+enum AgentVersion {
+    static let current = "0.1.0"
+}
+
+enum VersionCommand {
+    static let spec = CommandSpec(name: "version", abstract: "Print the agent's version.")
+
+    static func run(_ args: ParsedArguments) -> Int32 {
+        say("parkwise-agent \(AgentVersion.current) (wire contract parkwise/v1)")
+        return ExitCode.success
+    }
+}

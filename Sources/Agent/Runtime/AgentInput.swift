@@ -1,0 +1,14 @@
+import ParkWiseCore
+import Uplink
+
+/// Everything that reaches the agent's event loop, in the order it happened.
+enum AgentInput: Sendable {
+    case lines([LineChange])
+    /// A garage timer may be due.
+    case tick
+    case uplink(UplinkEvent)
+    /// A simulation or trace has no more line changes.
+    case sourceFinished
+    /// SIGTERM or SIGINT: stop gracefully.
+    case stop
+}

@@ -1,0 +1,171 @@
+import ParkWiseContract
+import ParkWiseCore
+import ParkWiseLog
+import Uplink
+
+/// The composition of one running agent: line source -> garage -> stamper -> uplink session.
+/// Everything runs on one event loop fed by an AsyncStream, so the garage needs no locks and
+/// events keep the order in which lines changed.
+final class AgentRuntime {
+    struct Options {
+        var configHash: String?
+        /// How long a graceful stop waits for the broker to acknowledge what is in flight.
+        var stopGrace: Duration = .seconds(3)
+    }
+
+    private let config: AgentConfig
+    private let options: Options
+    private let clock: AgentClock
+    private let source: LineSource
+    private var garage: Garage
+    private var stamper: EventStamper
+    private let topics: Topics
+    private let session: UplinkSession
+    private let link: MQTTLink
+    private let inputs: AsyncStream<AgentInput>
+    private let continuation: AsyncStream<AgentInput>.Continuation
+    private var events: [GarageEvent] = []
+    private var timer: (due: MonotonicInstant, task: Task<Void, Never>)?
+
+    init(config: AgentConfig, source: LineSource, clock: AgentClock, credentials: Credentials?, options: Options) {
+        self.config = config
+        self.options = options
+        self.clock = clock
+        self.source = source
+        garage = Garage(config: config)
+        stamper = EventStamper(counters: DeviceCounters(directory: config.outbox.path), clock: clock)
+        topics = Topics(site: config.site, device: config.device)
+        (inputs, continuation) = AsyncStream.makeStream(of: AgentInput.self)
+        let offline = WireJSON.encode(StatusPayload(state: "offline", boot: stamper.counters.boot))
+        let settings = LinkSettings(
+            brokers: config.mqtt.brokers.map { .init(host: $0.host, port: $0.port, tls: $0.tls) },
+            clientID: "parkwise-\(config.site)-\(config.device)",
+            keepaliveSeconds: Int(config.mqtt.keepalive.components.seconds),
+            will: (topics.status, offline), username: credentials?.username, password: credentials?.password,
+            subscriptions: [topics.commands])
+        let continuation = self.continuation
+        link = MQTTLink(settings: settings) { continuation.yield(.uplink($0)) }
+        let birth = StatusPayload(state: "online", version: AgentVersion.current, configHash: options.configHash,
+                                  boot: stamper.counters.boot, since: stamper.wallTime(clock.now()))
+        session = UplinkSession(link: link, topics: topics,
+                                outbox: MemoryOutbox(capacity: config.outbox.capacity), birth: birth)
+    }
+
+    /// The stream's continuation, for signal handlers.
+    var stopper: AsyncStream<AgentInput>.Continuation { continuation }
+
+    /// Runs until stopped; returns the process exit code.
+    func run() async -> Int32 {
+        let start = clock.now()
+        garage.start(initial: source.initialLevels(count: garage.inputCount), at: start)
+        publishChangedStates()
+        link.start()
+        let stopSource = source.start(clock: clock, into: continuation)
+        Log.info("agent running", ["site": config.site, "device": config.device, "lanes": config.lanes.count,
+                                   "spots": config.spots.count, "boot": stamper.counters.boot])
+        scheduleTimer()
+        for await input in inputs {
+            switch input {
+            case .lines(let changes):
+                for change in changes { garage.handle(change, into: &events) }
+                flush()
+            case .tick:
+                timer = nil
+                garage.advance(to: clock.now(), into: &events)
+                flush()
+            case .uplink(let event):
+                session.handle(event)
+                if case .message(let topic, let payload) = event { command(topic: topic, payload: payload) }
+            case .sourceFinished:
+                Log.info("trace finished, agent keeps running until stopped")
+            case .stop:
+                stopSource()
+                return await stop()
+            }
+        }
+        return 0
+    }
+
+    /// Graceful stop: say offline, give the broker a moment to acknowledge, disconnect cleanly.
+    private func stop() async -> Int32 {
+        Log.info("stopping", ["outbox": session.outboxCount])
+        timer?.task.cancel()
+        garage.advance(to: clock.now(), into: &events)
+        flush()
+        session.sayOffline()
+        let giveUp = Task { [continuation, grace = options.stopGrace] in
+            try? await Task.sleep(for: grace)
+            continuation.yield(.tick)
+        }
+        if session.isConnected {
+            waiting: for await input in inputs {
+                switch input {
+                case .uplink(let event):
+                    session.handle(event)
+                    if !session.isConnected || (session.offlineAcknowledged && session.settled) { break waiting }
+                case .tick:
+                    Log.warn("broker did not acknowledge everything before stopping", ["outbox": session.outboxCount])
+                    break waiting
+                case .lines, .sourceFinished, .stop:
+                    continue
+                }
+            }
+        }
+        giveUp.cancel()
+        link.stop()
+        continuation.finish()
+        Log.info("stopped", ["outbox": session.outboxCount])
+        return 0
+    }
+
+    // MARK: - Events and states out
+
+    private func flush() {
+        for event in events {
+            let payload = stamper.stamp(event)
+            Log.debug("event", ["type": payload.type, "seq": payload.seq])
+            session.accept(payload)
+        }
+        events.removeAll(keepingCapacity: true)
+        publishChangedStates()
+        scheduleTimer()
+    }
+
+    private func publishChangedStates() {
+        let changed = garage.takeChanged()
+        for s in changed.spots {
+            let spot = garage.spot(s)
+            session.setRetained(topic: topics.spot(spot.id), payload: WireJSON.encode(stamper.spotState(spot)))
+        }
+        for l in changed.levels {
+            let level = garage.level(l)
+            session.setRetained(topic: topics.level(level.id), payload: WireJSON.encode(stamper.levelState(level)))
+        }
+    }
+
+    private func scheduleTimer() {
+        let due = garage.nextDeadline
+        guard due != timer?.due else { return }
+        timer?.task.cancel()
+        timer = nil
+        guard let due else { return }
+        let delay = clock.realDelay(until: due)
+        let task = Task { [continuation] in
+            try? await Task.sleep(for: delay)
+            if !Task.isCancelled { continuation.yield(.tick) }
+        }
+        timer = (due, task)
+    }
+
+    // MARK: - Commands
+
+    private func command(topic: String, payload: [UInt8]) {
+        guard topic.hasPrefix(topics.prefix + "/cmd/") else { return }
+        let name = String(topic.dropFirst(topics.prefix.count + 5))
+        let reply = CommandHandler.handle(name: name, payload: payload, garage: &garage)
+        Log.info("command", ["name": name, "ok": reply.ok])
+        session.publishReply(topic: topics.reply, payload: WireJSON.encode(reply))
+        if reply.ok && name == "rebirth" { session.rebirth() }
+        publishChangedStates()
+    }
+}

@@ -1,0 +1,47 @@
+import FoundationEssentials
+import Glibc
+
+/// MQTT username and password from a file of `username=...` and `password=...` lines. Like ssh,
+/// the agent refuses a secrets file that group or others may read.
+struct Credentials: Sendable {
+    var username: String
+    var password: String?
+
+    struct Problem: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    static func load(path: String) throws(Problem) -> Credentials {
+        var st = stat()
+        guard stat(path, &st) == 0 else {
+            throw Problem(description: "cannot read credentials file \(path): \(String(cString: strerror(errno)))\n"
+                          + "    hint: create it with lines username=... and password=..., mode 0600")
+        }
+        if st.st_mode & 0o077 != 0 {
+            throw Problem(description: "credentials file \(path) is readable by group or others (mode "
+                          + String(st.st_mode & 0o777, radix: 8) + ")\n    hint: chmod 600 \(path)")
+        }
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw Problem(description: "cannot read credentials file \(path): permission denied\n"
+                          + "    hint: the file must belong to the agent's user")
+        }
+        var username: String?, password: String?
+        for line in String(decoding: data, as: UTF8.self).split(separator: "\n") {
+            let parts = line.split(separator: "=", maxSplits: 1).map { String($0) }
+            guard parts.count == 2 else { continue }
+            switch trimmed(parts[0]) {
+            case "username": username = trimmed(parts[1])
+            case "password": password = parts[1]
+            default: continue
+            }
+        }
+        guard let username, !username.isEmpty else {
+            throw Problem(description: "credentials file \(path) has no username= line\n    hint: add username=DEVICE-NAME")
+        }
+        return Credentials(username: username, password: password)
+    }
+
+    private static func trimmed(_ text: String) -> String {
+        String(text.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed())
+    }
+}

@@ -1,0 +1,51 @@
+import GPIO
+import ParkWiseCore
+import Simulation
+
+/// Where line changes come from: the board's GPIO, the traffic simulator, or a recorded trace.
+/// All three feed the same garage with the same values and monotonic timestamps.
+enum LineSource {
+    case board(GPIOBoard)
+    case simulator(TrafficSimulator)
+    case trace([TimedChange])
+
+    /// The level of every input at start: read from the board, all inactive otherwise.
+    func initialLevels(count: Int) -> [Bool] {
+        if case .board(let board) = self { return board.initialLevels }
+        return Array(repeating: false, count: count)
+    }
+
+    /// Starts delivering changes into the loop. Returns what stops it.
+    func start(clock: AgentClock, into continuation: AsyncStream<AgentInput>.Continuation) -> @Sendable () -> Void {
+        switch self {
+        case .board(let board):
+            board.start { changes in continuation.yield(.lines(changes)) }
+            return { board.stop() }
+        case .simulator(let simulator):
+            let task = Task {
+                var simulator = simulator
+                while !Task.isCancelled, let change = simulator.next() {
+                    await LineSource.feed(change, clock: clock, into: continuation)
+                }
+            }
+            return { task.cancel() }
+        case .trace(let changes):
+            let task = Task {
+                for change in changes where !Task.isCancelled {
+                    await LineSource.feed(change, clock: clock, into: continuation)
+                }
+                if !Task.isCancelled { continuation.yield(.sourceFinished) }
+            }
+            return { task.cancel() }
+        }
+    }
+
+    /// Waits until the clock reaches the change, then hands it over.
+    private static func feed(_ change: TimedChange, clock: AgentClock,
+                             into continuation: AsyncStream<AgentInput>.Continuation) async {
+        let line = change.lineChange(startingAt: clock.origin)
+        let delay = clock.realDelay(until: line.at)
+        if delay > .zero { try? await Task.sleep(for: delay) }
+        continuation.yield(.lines([line]))
+    }
+}

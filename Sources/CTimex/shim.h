@@ -1,0 +1,1 @@
+#include <sys/timex.h>

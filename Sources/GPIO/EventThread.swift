@@ -1,0 +1,117 @@
+import Glibc
+import ParkWiseCore
+
+/// The one dedicated thread (a pthread, outside the Swift concurrency pool) that waits for line events.
+/// It sleeps in poll() on the line event fds and the wakeup fd: no timers, no value polling while idle.
+final class EventThread: Sendable {
+    private let thread: pthread_t
+    private let wakeup: Wakeup
+
+    private init(thread: pthread_t, wakeup: Wakeup) {
+        self.thread = thread
+        self.wakeup = wakeup
+    }
+
+    /// Starts the thread. `names` describe the inputs (same order as the lines) for the fatal message of a lost line.
+    /// Running out of descriptors or threads here is fatal: the agent is useless without its inputs, and a crash
+    /// makes systemd restart it, with the reason on stderr.
+    static func start(lines: LineSet, names: [String], deliver: @escaping @Sendable ([LineChange]) -> Void) -> EventThread {
+        guard let wakeup = Wakeup() else {
+            fatalError("GPIO: cannot create the event thread's wakeup pipe: \(errnoText(Glibc.errno))")
+        }
+        let loop = EventLoop(lines: lines, names: names, wakeup: wakeup, deliver: deliver)
+        // The loop (with the line handles) is handed to the new thread through the opaque context pointer and is
+        // used only there: the starting thread keeps no reference to it.
+        let context = Unmanaged.passRetained(loop).toOpaque()
+        var thread = pthread_t()
+        let status = pthread_create(&thread, nil, { context in
+            guard let context else { return nil }
+            let loop = Unmanaged<EventLoop>.fromOpaque(context).takeRetainedValue()
+            loop.run()
+            return nil
+        }, context)
+        guard status == 0 else {
+            Unmanaged<EventLoop>.fromOpaque(context).release()
+            fatalError("GPIO: cannot start the event thread: \(errnoText(status))")
+        }
+        return EventThread(thread: thread, wakeup: wakeup)
+    }
+
+    /// Wakes the thread and waits until it has returned. Called from the thread itself (from `deliver`),
+    /// it cannot wait for itself: it detaches instead, and the thread ends as soon as `deliver` returns.
+    func stopAndJoin() {
+        wakeup.signal()
+        if pthread_equal(pthread_self(), thread) != 0 {
+            pthread_detach(thread)
+        } else {
+            pthread_join(thread, nil)
+        }
+    }
+}
+
+/// What runs on the event thread. Owns the thread's edge buffer; shares the line handles with nobody while it runs.
+private final class EventLoop {
+    private let lines: LineSet
+    private let names: [String]
+    private let wakeup: Wakeup
+    private let deliver: @Sendable ([LineChange]) -> Void
+    private let buffer = EdgeBuffer()
+
+    init(lines: LineSet, names: [String], wakeup: Wakeup, deliver: @escaping @Sendable ([LineChange]) -> Void) {
+        self.lines = lines
+        self.names = names
+        self.wakeup = wakeup
+        self.deliver = deliver
+    }
+
+    func run() {
+        let input = Int16(POLLIN)
+        // Slot 0 is the wakeup; slot i + 1 is input i.
+        var slots = [pollfd(fd: wakeup.readFD, events: input, revents: 0)]
+        slots += lines.lines.map { pollfd(fd: $0.eventFD, events: input, revents: 0) }
+        var edges: [RawEdge] = []
+        var batch: [(change: LineChange, sequence: Int)] = []
+
+        while true {
+            let ready = slots.withUnsafeMutableBufferPointer { poll($0.baseAddress, nfds_t($0.count), -1) }
+            if ready < 0 {
+                let number = Glibc.errno
+                if number == EINTR || number == EAGAIN { continue }
+                fatalError("GPIO: poll() on the line event fds failed: \(errnoText(number))")
+            }
+            if slots[0].revents != 0 { return }  // stop() was called
+
+            batch.removeAll(keepingCapacity: true)
+            for slot in 1..<slots.count where slots[slot].revents != 0 {
+                let index = slot - 1
+                guard slots[slot].revents & input != 0 else {
+                    lost(index, reason: "its event descriptor reported an error or hang-up (revents \(slots[slot].revents))")
+                }
+                edges.removeAll(keepingCapacity: true)
+                do {
+                    try lines.lines[index].readEdges(using: buffer, into: &edges)
+                } catch {
+                    if error.errno == EINTR || error.errno == EAGAIN { continue }
+                    lost(index, reason: "reading its events failed: \(errnoText(error.errno))")
+                }
+                for edge in edges {
+                    let change = LineChange(input: index, active: edge.rising, at: MonotonicInstant(nanoseconds: edge.nanoseconds))
+                    batch.append((change, batch.count))
+                }
+            }
+            guard !batch.isEmpty else { continue }
+            // Kernel timestamp order across lines; the sequence keeps one line's equal-time edges in the order read.
+            batch.sort { ($0.change.at, $0.sequence) < ($1.change.at, $1.sequence) }
+            deliver(batch.map(\.change))
+        }
+    }
+
+    /// A line whose chip went away (an expander unbound, a driver crashed) can no longer be watched. Carrying on
+    /// would leave a sensor silently frozen; crashing lets systemd restart the agent, whose start-up then says
+    /// exactly which chip or line is missing.
+    private func lost(_ index: Int, reason: String) -> Never {
+        let line = lines.lines[index]
+        fatalError("GPIO: lost \(names[index]) on \(line.chip.label) line \(line.offset) (\(line.chip.name)): \(reason). "
+            + "The GPIO chip was removed or failed; check its wiring and the kernel log (dmesg), then restart the agent")
+    }
+}

@@ -1,0 +1,148 @@
+import Glibc
+import ParkWiseCore
+import Synchronization
+
+/// The configured inputs, requested from the kernel, and the thread that reports their edges.
+///
+/// Sendable, checked by the compiler: besides the immutable `initialLevels` and `names`, all state (the line
+/// handles and the running thread) sits in a Mutex. The line handles are not Sendable themselves; they leave the
+/// Mutex only for the event thread (see `EventThread.start`), which is the single user of them while it runs:
+/// after `open` nothing else touches them until they are released.
+public final class GPIOBoard: Sendable {
+    /// The logical levels read right after the request, one per input, same order.
+    /// An edge that comes between the request and this read is also delivered once `start` runs,
+    /// so the first change of an input may repeat its initial level.
+    public let initialLevels: [Bool]
+    /// "spot P2-A-01 (GPIO17)", per input, for messages.
+    private let names: [String]
+    private let state: Mutex<State>
+
+    private struct State {
+        var lines: LineSet
+        var thread: EventThread?
+    }
+
+    private init(lines: sending LineSet, initialLevels: [Bool], names: [String]) {
+        self.initialLevels = initialLevels
+        self.names = names
+        state = Mutex(State(lines: lines, thread: nil))
+    }
+
+    /// Resolves and requests every input as input with both-edge events, bias and active-low from config.
+    /// Lines are requested one by one, so an error names the one input that failed; the lines requested
+    /// before it are released again.
+    public static func open(inputs: [InputConfig], board: BoardChoice, consumer: String) throws(GPIOError) -> GPIOBoard {
+        guard !inputs.isEmpty else {
+            _ = try LineResolver.profile(for: board)
+            return GPIOBoard(lines: LineSet(), initialLevels: [], names: [])
+        }
+        let resolver = try LineResolver(board: board)
+        try KernelCheck.requireMonotonicEventClock()
+        let lines = LineSet()
+        var levels: [Bool] = []
+        var claimed: [String: InputConfig] = [:]
+        for input in inputs {
+            let target = try resolver.resolve(input)
+            let key = "\(target.chip.name):\(target.offset)"
+            if let first = claimed[key] {
+                throw GPIOError(code: .lineBusy,
+                                message: "\(input.owner) (\(input.ref), config line \(input.mark.line)) and \(first.owner) "
+                                    + "(\(first.ref), config line \(first.mark.line)) are the same line, \(target.place); "
+                                    + "each sensor needs its own line, check the wiring plan")
+            }
+            claimed[key] = input
+            let line = try request(target, for: input, consumer: consumer)
+            lines.lines.append(line)
+            do {
+                levels.append(try line.level())
+            } catch {
+                throw GPIOError(code: .requestFailed,
+                                message: "cannot read the level of \(input.ref) (\(target.place)) for \(input.owner)",
+                                errno: error.errno)
+            }
+        }
+        let names = inputs.map { "\($0.owner) (\($0.ref))" }
+        return GPIOBoard(lines: lines, initialLevels: levels, names: names)
+    }
+
+    private static func request(_ target: ResolvedLine, for input: InputConfig, consumer: String) throws(GPIOError) -> LineHandle {
+        do {
+            return try target.chip.requestBothEdges(offset: target.offset, consumer: consumer,
+                                                    activeLow: input.activeLow, bias: input.bias)
+        } catch {
+            throw requestError(error, target, input, consumer: consumer)
+        }
+    }
+
+    private static func requestError(_ failure: RequestFailure, _ target: ResolvedLine, _ input: InputConfig,
+                                     consumer: String) -> GPIOError {
+        let what = "\(input.ref) (\(target.place)) for \(input.owner), config line \(input.mark.line)"
+        let number = failure.errno
+        switch number {
+        case EBUSY:
+            let holder: String
+            if let name = failure.holder, name == consumer {
+                holder = "'\(name)': another parkwise-agent is running; stop it first (systemctl stop parkwise-agent)"
+            } else if let name = failure.holder {
+                holder = "'\(name)'. Stop that program, or remove the dtoverlay or driver that claims the line "
+                    + "(/boot/firmware/config.txt), or wire the sensor to a free line"
+            } else {
+                holder = "another program or a kernel driver (it gives no name). Stop it, or wire the sensor to a free line"
+            }
+            return GPIOError(code: .lineBusy, message: "\(what) is already in use by \(holder); "
+                                + "`parkwise-agent lines` shows which lines are free", errno: number)
+        case _ where isPermissionError(number):
+            return GPIOError(code: .permissionDenied,
+                             message: "the kernel refused \(what): permission denied. The user the agent runs as must be "
+                                + "in group 'gpio' (or a udev rule must give its group access to \(target.chip.path))",
+                             errno: number)
+        case EINVAL where input.bias != .asIs:
+            return GPIOError(code: .requestFailed,
+                             message: "the kernel refused \(what) with bias '\(input.bias.rawValue)'. Bias needs Linux 5.5 "
+                                + "or later and a GPIO driver that supports it; update the kernel, or set `bias: as-is` "
+                                + "and fit an external resistor",
+                             errno: number)
+        default:
+            return GPIOError(code: .requestFailed, message: "the kernel refused \(what); check the kernel log (dmesg)",
+                             errno: number)
+        }
+    }
+
+    /// Starts ONE dedicated thread (a pthread, not the Swift concurrency pool) that poll()s all line event fds and
+    /// a wakeup fd; it reads events in batches and calls `deliver` with each batch's changes in kernel timestamp
+    /// order, on that thread. No effect while the thread runs already. `deliver` should hand the changes on
+    /// (e.g. to an AsyncStream continuation) and return quickly: the kernel queues only 16 edges per line.
+    public func start(deliver: @escaping @Sendable ([LineChange]) -> Void) {
+        let names = self.names
+        state.withLock { state in
+            guard state.thread == nil else { return }
+            state.thread = EventThread.start(lines: state.lines, names: names, deliver: deliver)
+        }
+    }
+
+    /// Wakes the thread and waits for it to end; no `deliver` call follows. Idempotent; `start` may be called again
+    /// afterwards. Called from `deliver`, it does not wait (the thread ends once `deliver` returns). Meant to be called
+    /// from one controlling place: a second, concurrent stop() returns without waiting for the first one's join.
+    public func stop() {
+        let thread = state.withLock { state -> EventThread? in
+            defer { state.thread = nil }
+            return state.thread
+        }
+        thread?.stopAndJoin()  // outside the lock, so a `deliver` that calls stop() cannot deadlock
+    }
+
+    /// Stops the thread; then the lines are released and the chips closed, in reverse order of acquisition.
+    deinit {
+        stop()
+    }
+}
+
+/// The requested lines, in input order. Releasing it releases the lines last-first; each chip closes when its
+/// last line is released, so chips also close in reverse order of acquisition.
+final class LineSet {
+    var lines: [LineHandle] = []
+
+    deinit {
+        while !lines.isEmpty { lines.removeLast() }
+    }
+}

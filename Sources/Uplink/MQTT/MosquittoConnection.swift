@@ -1,0 +1,131 @@
+import CMosquitto
+import Synchronization
+
+/// One connection attempt to one broker: the single owner of a `struct mosquitto`. A new one is
+/// made for every attempt, so nothing of an old connection (its in-flight queue, its message ids)
+/// survives into the next; the outbox decides what is sent again.
+///
+/// Sendable by contract: libmosquitto is told it runs threaded (`mosquitto_threaded_set`), the link's
+/// thread runs the loop, publishers hold the link's lock, and the handle is freed only under that lock.
+final class MosquittoConnection: @unchecked Sendable {
+    private let handle: OpaquePointer
+    private let context: Unmanaged<CallbackContext>
+    let broker: LinkSettings.Broker
+    let number: UInt64
+
+    /// What the callbacks may touch: the event sink and the CONNACK result, nothing else.
+    final class CallbackContext: Sendable {
+        let number: UInt64
+        let broker: String
+        let emit: @Sendable (UplinkEvent) -> Void
+        /// -1 until CONNACK; then the CONNACK code (0 accepted).
+        let connack = Atomic<Int32>(-1)
+
+        init(number: UInt64, broker: String, emit: @escaping @Sendable (UplinkEvent) -> Void) {
+            self.number = number
+            self.broker = broker
+            self.emit = emit
+        }
+    }
+
+    static let libraryReady: Bool = {
+        mosquitto_lib_init() == MOSQ_ERR_SUCCESS.rawValue
+    }()
+
+    private init(handle: OpaquePointer, context: Unmanaged<CallbackContext>, broker: LinkSettings.Broker, number: UInt64) {
+        self.handle = handle
+        self.context = context
+        self.broker = broker
+        self.number = number
+    }
+
+    deinit {
+        mosquitto_destroy(handle)
+        context.release()
+    }
+
+    static func make(settings: LinkSettings, broker: LinkSettings.Broker, number: UInt64,
+                     emit: @escaping @Sendable (UplinkEvent) -> Void) throws(UplinkError) -> MosquittoConnection {
+        guard libraryReady else { throw UplinkError(.library, "libmosquitto failed to initialise") }
+        let context = Unmanaged.passRetained(CallbackContext(number: number, broker: broker.description,
+                                                             emit: emit))
+        guard let handle = mosquitto_new(settings.clientID, true, context.toOpaque()) else {
+            context.release()
+            throw UplinkError(.library, "cannot create an MQTT client (out of memory?)")
+        }
+        let connection = MosquittoConnection(handle: handle, context: context, broker: broker, number: number)
+        mosquitto_threaded_set(handle, true)
+        _ = mosquitto_int_option(handle, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V311)
+        mosquitto_connect_callback_set(handle, onConnect)
+        mosquitto_disconnect_callback_set(handle, onDisconnect)
+        mosquitto_publish_callback_set(handle, onPublish)
+        mosquitto_message_callback_set(handle, onMessage)
+        if let will = settings.will {
+            try check(will.payload.withUnsafeBytes {
+                mosquitto_will_set(handle, will.topic, Int32($0.count), $0.baseAddress, 1, true)
+            }, "setting the last will")
+        }
+        if let user = settings.username {
+            try check(mosquitto_username_pw_set(handle, user, settings.password), "setting credentials")
+        }
+        return connection
+    }
+
+    /// Starts a non-blocking connect; the network loop completes it.
+    func connect(keepalive: Int) -> Int32 {
+        mosquitto_connect_async(handle, broker.host, Int32(broker.port), Int32(keepalive))
+    }
+
+    /// Runs the network for up to `timeoutMs`: reads, writes, keepalive, callbacks.
+    func loop(timeoutMs: Int32) -> Int32 { mosquitto_loop(handle, timeoutMs, 1) }
+
+    var connack: Int32 { context.takeUnretainedValue().connack.load(ordering: .acquiring) }
+
+    /// QoS 1 publish; returns the message id whose PUBACK will be reported.
+    func publish(topic: String, payload: [UInt8], retain: Bool) -> (rc: Int32, mid: Int32) {
+        var mid: Int32 = 0
+        let rc = payload.withUnsafeBytes { mosquitto_publish(handle, &mid, topic, Int32($0.count), $0.baseAddress, 1, retain) }
+        return (rc, mid)
+    }
+
+    func subscribe(_ filter: String) -> Int32 { mosquitto_subscribe(handle, nil, filter, 1) }
+
+    func disconnect() { _ = mosquitto_disconnect(handle) }
+
+    var wantsWrite: Bool { mosquitto_want_write(handle) }
+
+    private static func check(_ rc: Int32, _ what: String) throws(UplinkError) {
+        guard rc == MOSQ_ERR_SUCCESS.rawValue else { throw UplinkError(.library, "\(what): \(describe(rc))", code: rc) }
+    }
+
+    static func describe(_ rc: Int32) -> String { String(cString: mosquitto_strerror(rc)) }
+    static func describeConnack(_ code: Int32) -> String { String(cString: mosquitto_connack_string(code)) }
+}
+
+// C callbacks: file-scope, context through the user-data pointer, touching only the context.
+
+private func context(_ obj: UnsafeMutableRawPointer?) -> MosquittoConnection.CallbackContext {
+    Unmanaged<MosquittoConnection.CallbackContext>.fromOpaque(obj!).takeUnretainedValue()
+}
+
+private func onConnect(_ mosq: OpaquePointer?, _ obj: UnsafeMutableRawPointer?, _ rc: Int32) {
+    let ctx = context(obj)
+    ctx.connack.store(rc, ordering: .releasing)
+}
+
+private func onDisconnect(_ mosq: OpaquePointer?, _ obj: UnsafeMutableRawPointer?, _ rc: Int32) {
+    // The network loop notices the lost connection through its return code and reports it once.
+}
+
+private func onPublish(_ mosq: OpaquePointer?, _ obj: UnsafeMutableRawPointer?, _ mid: Int32) {
+    let ctx = context(obj)
+    ctx.emit(.acknowledged(mid: mid, connection: ctx.number))
+}
+
+private func onMessage(_ mosq: OpaquePointer?, _ obj: UnsafeMutableRawPointer?, _ message: UnsafePointer<mosquitto_message>?) {
+    guard let message = message?.pointee, let topic = message.topic else { return }
+    let ctx = context(obj)
+    let payload = message.payloadlen > 0 && message.payload != nil
+        ? Array(UnsafeRawBufferPointer(start: message.payload, count: Int(message.payloadlen))) : []
+    ctx.emit(.message(topic: String(cString: topic), payload: payload))
+}

@@ -1,0 +1,15 @@
+/// An uplink failure a technician can act on, with the library's code.
+public struct UplinkError: Error, Sendable, CustomStringConvertible {
+    public enum Code: String, Sendable { case library, credentials, outbox }
+    public var code: Code
+    public var message: String
+    public var libraryCode: Int32?
+
+    public init(_ code: Code, _ message: String, code libraryCode: Int32? = nil) {
+        self.code = code
+        self.message = message
+        self.libraryCode = libraryCode
+    }
+
+    public var description: String { message + (libraryCode.map { " (code \($0))" } ?? "") }
+}

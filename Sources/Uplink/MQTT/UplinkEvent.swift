@@ -1,0 +1,49 @@
+/// What the MQTT link reports to the agent. `connection` numbers each connection: an
+/// acknowledgement only means something on the connection it came from.
+public enum UplinkEvent: Sendable {
+    case connected(broker: String, connection: UInt64)
+    case disconnected(connection: UInt64, reason: String)
+    /// The broker acknowledged (PUBACK) the publish with this message id.
+    case acknowledged(mid: Int32, connection: UInt64)
+    /// A message on a subscribed topic.
+    case message(topic: String, payload: [UInt8])
+}
+
+/// How the link reaches the broker; secrets stay in here and are never logged.
+public struct LinkSettings: Sendable {
+    public struct Broker: Sendable, CustomStringConvertible {
+        public var host: String
+        public var port: Int
+        public var tls: Bool
+        public init(host: String, port: Int, tls: Bool) {
+            self.host = host
+            self.port = port
+            self.tls = tls
+        }
+        public var description: String { "\(tls ? "mqtts" : "mqtt")://\(host):\(port)" }
+    }
+
+    public var brokers: [Broker]
+    public var clientID: String
+    public var keepaliveSeconds: Int
+    /// Published retained by the broker when the link dies without saying goodbye.
+    public var will: (topic: String, payload: [UInt8])?
+    public var username: String?
+    public var password: String?
+    /// Topic filters to subscribe to on every connection (QoS 1).
+    public var subscriptions: [String]
+    /// Reconnect backoff: first delay and cap, in seconds; each delay gets up to 50% random jitter.
+    public var backoffFirst: Double = 0.5
+    public var backoffCap: Double = 30
+
+    public init(brokers: [Broker], clientID: String, keepaliveSeconds: Int, will: (topic: String, payload: [UInt8])?,
+                username: String? = nil, password: String? = nil, subscriptions: [String]) {
+        self.brokers = brokers
+        self.clientID = clientID
+        self.keepaliveSeconds = keepaliveSeconds
+        self.will = will
+        self.username = username
+        self.password = password
+        self.subscriptions = subscriptions
+    }
+}

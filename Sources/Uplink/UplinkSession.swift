@@ -1,0 +1,127 @@
+import ParkWiseContract
+import ParkWiseLog
+
+/// The device's MQTT session: on every connection, birth (status online), then every retained
+/// state, then the outbox in `seq` order, and only then new events. Owned by the agent's event
+/// loop (one thread at a time); the link does the network I/O.
+public final class UplinkSession {
+    enum Sent { case event(UInt64), state(String), status }
+
+    public let topics: Topics
+    private let link: MQTTLink
+    private var outbox: any Outbox
+    private let birth: StatusPayload
+    /// Latest payload per retained topic, in the order topics first appeared.
+    private var retained: [String: [UInt8]] = [:]
+    private var retainedOrder: [String] = []
+    private var connection: UInt64?
+    private var inFlight: [Int32: Sent] = [:]
+    private var offlineStatusAcked = false
+    public private(set) var dropped: UInt64 = 0
+
+    public init(link: MQTTLink, topics: Topics, outbox: any Outbox, birth: StatusPayload) {
+        self.link = link
+        self.topics = topics
+        self.outbox = outbox
+        self.birth = birth
+    }
+
+    public var isConnected: Bool { connection != nil }
+    public var outboxCount: Int { outbox.count }
+
+    /// Takes an event into the outbox, and sends it at once when the link is up.
+    public func accept(_ event: EventPayload) {
+        do {
+            let lost = try outbox.append(event)
+            if !lost.isEmpty {
+                dropped += UInt64(lost.count)
+                Log.warn("outbox full, oldest events dropped", ["count": lost.count, "first_seq": lost[0].seq,
+                                                                 "last_seq": lost[lost.count - 1].seq])
+            }
+        } catch {
+            Log.error("outbox write failed, event kept in memory only", ["seq": event.seq, "error": error])
+        }
+        guard connection != nil else { return }
+        send(event)
+    }
+
+    /// Records the latest retained state of a topic and publishes it when the link is up.
+    public func setRetained(topic: String, payload: [UInt8]) {
+        if retained.updateValue(payload, forKey: topic) == nil { retainedOrder.append(topic) }
+        guard connection != nil else { return }
+        publish(topic: topic, payload: payload, retain: true, as: .state(topic))
+    }
+
+    public func handle(_ event: UplinkEvent) {
+        switch event {
+        case .connected(_, let number):
+            connection = number
+            inFlight.removeAll()
+            rebirth()
+            let backlog = outbox.pending
+            if !backlog.isEmpty { Log.info("outbox replay", ["events": backlog.count, "first_seq": backlog[0].seq]) }
+            for var event in backlog {
+                event.replayed = true
+                send(event)
+            }
+        case .disconnected(let number, _):
+            if connection == number {
+                connection = nil
+                inFlight.removeAll()
+            }
+        case .acknowledged(let mid, let number):
+            guard connection == number, let sent = inFlight.removeValue(forKey: mid) else { return }
+            switch sent {
+            case .event(let seq):
+                do { try outbox.remove(seq: seq) } catch {
+                    Log.error("outbox update failed", ["seq": seq, "error": error])
+                }
+            case .status:
+                offlineStatusAcked = true
+            case .state:
+                break
+            }
+        case .message:
+            break
+        }
+    }
+
+    /// Status online, then every retained state: what a backend needs to rebuild the truth.
+    public func rebirth() {
+        publish(topic: topics.status, payload: WireJSON.encode(birth), retain: true, as: .state(topics.status))
+        for topic in retainedOrder {
+            publish(topic: topic, payload: retained[topic]!, retain: true, as: .state(topic))
+        }
+    }
+
+    /// Publishes `offline` (retained) before a clean stop. True once the broker acknowledged it.
+    public func sayOffline() {
+        offlineStatusAcked = false
+        publish(topic: topics.status, payload: WireJSON.encode(StatusPayload(state: "offline", boot: birth.boot)),
+                retain: true, as: .status)
+    }
+
+    /// A command's result (QoS 1, not retained, not kept when offline).
+    public func publishReply(topic: String, payload: [UInt8]) {
+        publish(topic: topic, payload: payload, retain: false, as: .state(topic))
+    }
+
+    public var offlineAcknowledged: Bool { offlineStatusAcked }
+    /// Nothing sent is waiting for its PUBACK.
+    public var settled: Bool { inFlight.isEmpty }
+
+    private func send(_ event: EventPayload) {
+        publish(topic: topics.events, payload: WireJSON.encode(event), retain: false, as: .event(event.seq))
+    }
+
+    private func publish(topic: String, payload: [UInt8], retain: Bool, as sent: Sent) {
+        guard let connection else { return }
+        switch link.publish(topic: topic, payload: payload, retain: retain, on: connection) {
+        case .sent(let mid, _):
+            inFlight[mid] = sent
+        case .offline:
+            // The connection went away under us; its disconnect event follows and the outbox replays.
+            break
+        }
+    }
+}
