@@ -147,11 +147,30 @@ public enum WireJSON {
     }
 }
 
-/// ISO-8601 UTC with milliseconds, e.g. `2026-11-29T14:03:07.250Z`.
+/// ISO-8601 UTC with milliseconds, e.g. `2026-11-29T14:03:07.250Z`, computed in integers so a
+/// millisecond never rounds away.
 public enum WireTime {
     public static func format(unixNanoseconds ns: Int64) -> String {
-        let date = Date(timeIntervalSince1970: Double(ns / 1_000_000) / 1000)
-        return date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+        let ms = ns >= 0 ? ns / 1_000_000 : (ns - 999_999) / 1_000_000
+        let days = ms >= 0 ? ms / 86_400_000 : (ms - 86_399_999) / 86_400_000
+        let msOfDay = ms - days * 86_400_000
+        // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let day = doy - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        let year = yoe + era * 400 + (month <= 2 ? 1 : 0)
+        let h = msOfDay / 3_600_000, m = msOfDay / 60_000 % 60, s = msOfDay / 1000 % 60, f = msOfDay % 1000
+        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(h, 2)):\(pad(m, 2)):\(pad(s, 2)).\(pad(f, 3))Z"
+    }
+
+    private static func pad(_ n: Int64, _ width: Int) -> String {
+        let text = String(n)
+        return text.count >= width ? text : String(repeating: "0", count: width - text.count) + text
     }
 }
 

@@ -86,7 +86,7 @@ spots:
         let found = issues(yaml)
         #expect(found.count == 1)
         #expect(found[0].message == "duplicate spot id 'P2-A-01' (first defined at line 9)")
-        #expect(found[0].mark.line == 11)
+        #expect(found[0].mark == Mark(line: 10, column: 5))
     }
 
     @Test func aLineUsedTwiceEvenWhenWrittenDifferently() {
@@ -94,7 +94,7 @@ spots:
         let found = issues(minimal + "\n  - { id: P2-A-02, input: pin 11 }\n")
         #expect(found.count == 1)
         #expect(found[0].message == "spot P2-A-02 uses line pin 11 which lane P2-ramp loop a already uses (line 7)")
-        #expect(found[0].mark == Mark(line: 11, column: 28))
+        #expect(found[0].mark == Mark(line: 10, column: 27))
     }
 
     @Test func laneToUnknownLevel() {
@@ -102,7 +102,7 @@ spots:
         #expect(found.count == 1)
         #expect(found[0].message == "lane points at unknown level 'P4'")
         #expect(found[0].hint == "did you mean 'P2'? known: P2, outside")
-        #expect(found[0].mark == Mark(line: 7, column: 45))
+        #expect(found[0].mark == Mark(line: 7, column: 39))
     }
 
     @Test func spotIdPattern() throws {

@@ -16,7 +16,7 @@ import Testing
 
     @Test func forwardIsAPassageInReverseTheOtherWay() {
         var h = GarageHarness(garageConfig(spots: 0))
-        #expect(h.garage.calibrate(level: "P1", count: 10))
+        let ok1 = h.garage.calibrate(level: "P1", count: 10); #expect(ok1)
         LaneTests.crossing(&h, at: 1000)
         h.advance(to: 5000)
         #expect(h.events.map(\.kind) == [.lanePassage(lane: "lane0", from: "outside", to: "P1")])
@@ -30,7 +30,7 @@ import Testing
 
     @Test func backingOutIsAbortedAndNotCounted() {
         var h = GarageHarness(garageConfig(spots: 0))
-        #expect(h.garage.calibrate(level: "P1", count: 3))
+        let ok2 = h.garage.calibrate(level: "P1", count: 3); #expect(ok2)
         h.edge(0, true, at: 1000)
         h.edge(1, true, at: 1500)
         h.edge(1, false, at: 2500)   // backs off b
@@ -52,7 +52,7 @@ import Testing
 
     @Test func tailgatingCountsTwo() {
         var h = GarageHarness(garageConfig(spots: 0))
-        #expect(h.garage.calibrate(level: "P1", count: 0))
+        let ok3 = h.garage.calibrate(level: "P1", count: 0); #expect(ok3)
         h.edge(0, true, at: 1000)    // car 1 on a
         h.edge(1, true, at: 1500)    // car 1 spans both
         h.edge(0, false, at: 2500)   // car 1 only on b
@@ -68,7 +68,7 @@ import Testing
 
     @Test func aLoopHeldTooLongIsAFaultNotTraffic() {
         var h = GarageHarness(garageConfig(spots: 0, maxPresence: "30s"))
-        #expect(h.garage.calibrate(level: "P1", count: 5))
+        let ok4 = h.garage.calibrate(level: "P1", count: 5); #expect(ok4)
         h.edge(0, true, at: 1000)
         h.advance(to: 60_000)
         #expect(h.events.map(\.kind) == [.sensorFault(subject: "lane lane0", input: "GPIO2", reason: .stuck)])
@@ -86,9 +86,9 @@ import Testing
         h.advance(to: 5000)
         #expect(h.garage.level(0).laneCount == nil)
         #expect(h.garage.level(0).occupied == nil)
-        #expect(h.garage.calibrate(level: "P1", count: 0))
-        #expect(!h.garage.calibrate(level: "P1", count: 61))
-        #expect(!h.garage.calibrate(level: "P9", count: 1))
+        let ok5 = h.garage.calibrate(level: "P1", count: 0); #expect(ok5)
+        let ok6 = h.garage.calibrate(level: "P1", count: 61); #expect(!ok6)
+        let ok7 = h.garage.calibrate(level: "P9", count: 1); #expect(!ok7)
         h.events.removeAll()
         LaneTests.crossing(&h, forward: false, at: 10_000)
         h.advance(to: 15_000)

@@ -58,6 +58,10 @@ final class AgentRuntime {
     func run() async -> Int32 {
         let start = clock.now()
         garage.start(initial: source.initialLevels(count: garage.inputCount), at: start)
+        if case .simulator = source {
+            // The simulated garage starts empty: its lane counts are known from the first minute.
+            for level in config.levels { _ = garage.calibrate(level: level.id, count: 0) }
+        }
         publishChangedStates()
         link.start()
         let stopSource = source.start(clock: clock, into: continuation)

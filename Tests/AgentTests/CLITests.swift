@@ -1,0 +1,114 @@
+import Foundation
+import Testing
+
+/// The built binary, as installers and scripts run it.
+@Suite struct CLITests {
+    @Test func helpListsSubcommandsAndExitsZero() throws {
+        let r = try runAgent(["--help"])
+        #expect(r.code == 0)
+        #expect(r.out.hasPrefix("OVERVIEW: ParkWise gate & sensor agent"))
+        #expect(r.out.contains("USAGE: parkwise-agent <subcommand>"))
+        for name in ["run", "check-config", "monitor", "version", "help"] { #expect(r.out.contains("\n  \(name) ")) }
+        let sub = try runAgent(["help", "check-config"])
+        #expect(sub.code == 0)
+        #expect(sub.out.contains("USAGE: parkwise-agent check-config <file>"))
+    }
+
+    @Test func usageErrorsExit64InArgumentParserLayout() throws {
+        let none = try runAgent([])
+        #expect(none.code == 64)
+        #expect(none.err.hasPrefix("Error: Missing expected subcommand"))
+
+        let missing = try runAgent(["check-config"])
+        #expect(missing.code == 64)
+        #expect(missing.err == """
+            Error: Missing expected argument '<file>'
+            Help: <file>                  The config file to check (YAML).
+            Usage: parkwise-agent check-config <file>
+              See 'parkwise-agent help check-config' for more information.
+
+            """)
+
+        let unknown = try runAgent(["run", "--config", "x.yaml", "--fast"])
+        #expect(unknown.code == 64)
+        #expect(unknown.err.hasPrefix("Error: Unknown option '--fast'"))
+
+        let typo = try runAgent(["chek-config", "x"])
+        #expect(typo.code == 64)
+        #expect(typo.err.contains("did you mean 'check-config'?"))
+
+        let noConfig = try runAgent(["run"])
+        #expect(noConfig.code == 64)
+        #expect(noConfig.err.hasPrefix("Error: Missing expected argument '--config <file>'"))
+    }
+
+    @Test func versionPrints() throws {
+        let r = try runAgent(["version"])
+        #expect(r.code == 0)
+        #expect(r.out.hasPrefix("parkwise-agent "))
+    }
+
+    @Test func checkConfigAcceptsTheShippedExamples() throws {
+        for name in ["campus.yaml", "single-gate.yaml"] {
+            let r = try runAgent(["check-config", packageRoot + "/hardware/examples/" + name])
+            #expect(r.code == 0, "\(name): \(r.err)")
+            #expect(r.out.contains(": ok: site uniandes"))
+        }
+    }
+
+    @Test func checkConfigListsEveryProblemWithFileLineColumnAndExits78() throws {
+        let dir = temporaryDirectory()
+        let path = dir.appendingPathComponent("bad.yaml").path
+        try """
+        site: uniandes
+        device: p2-east
+        bord: simulated
+        levels:
+          - { id: P2, capacity: 1 }
+        lanes:
+          - { id: ramp, from: outside, to: P4, loops: { a: GPIO17, b: pin 11 } }
+        spots:
+          - { id: P2-A-01, input: GPIO22 }
+          - { id: P2-A-02, input: GPIO23 }
+        """.write(toFile: path, atomically: true, encoding: .utf8)
+        let r = try runAgent(["check-config", path])
+        #expect(r.code == 78)
+        let lines = r.err.split(separator: "\n").map(String.init)
+        #expect(lines.contains("\(path):3:1: error: unknown key 'bord' in the config file"))
+        #expect(lines.contains("    hint: did you mean 'board'?"))
+        #expect(lines.contains { $0.hasPrefix("\(path):7:36: error: lane points at unknown level 'P4'") })
+        #expect(lines.contains { $0.hasPrefix("\(path):7:63: error: lane ramp loop b uses line pin 11 which lane ramp loop a already uses") })
+        #expect(lines.contains { $0.hasPrefix("\(path):9:27: error: level P2 has capacity 1 but 2 spots") })
+        #expect(lines.last == "\(path): 4 problems found")
+    }
+
+    @Test func runWithABadConfigExits78WithoutTouchingTheNetwork() throws {
+        let dir = temporaryDirectory()
+        let path = dir.appendingPathComponent("bad.yaml").path
+        try "site: x\n".write(toFile: path, atomically: true, encoding: .utf8)
+        let r = try runAgent(["run", "--config", path])
+        #expect(r.code == 78)
+        #expect(r.err.contains("\(path):1:1: error: missing required key 'device'"))
+    }
+
+    @Test func aCredentialsFileOthersCanReadIsRefused() throws {
+        let dir = temporaryDirectory()
+        let secrets = dir.appendingPathComponent("credentials").path
+        try "username=p2-east\npassword=hunter2\n".write(toFile: secrets, atomically: true, encoding: .utf8)
+        chmod(secrets, 0o644)
+        let path = dir.appendingPathComponent("agent.yaml").path
+        try """
+        site: uniandes
+        device: p2-east
+        board: simulated
+        mqtt: { brokers: ["mqtt://127.0.0.1:1"], credentials: \(secrets) }
+        levels: [ { id: P2, capacity: 4 } ]
+        spots: [ { id: P2-A-01, input: GPIO22 } ]
+        """.write(toFile: path, atomically: true, encoding: .utf8)
+        let r = try runAgent(["run", "--config", path])
+        #expect(r.code == 78)
+        #expect(r.err.contains("readable by group or others (mode 644)"))
+        #expect(r.err.contains("chmod 600"))
+        #expect(!r.err.contains("hunter2"))
+    }
+}

@@ -1,0 +1,152 @@
+import Foundation
+import Testing
+
+/// A garage with one ramp into P2 and two spot sensors, fast filters so a test runs in seconds.
+func writeGarage(_ dir: URL) throws -> String {
+    let path = dir.appendingPathComponent("agent.yaml").path
+    try """
+    site: testsite
+    device: p2-east
+    board: simulated
+    levels:
+      - { id: P2, capacity: 48 }
+    lanes:
+      - { id: P2-ramp, from: outside, to: P2, loops: { a: GPIO17, b: GPIO27 } }
+    spots:
+      - { id: P2-A-01, input: GPIO22, delayed_on: 1s, delayed_off: 1s, checkin_after: 3s }
+      - { id: P2-A-02, input: GPIO23, delayed_on: 1s, delayed_off: 1s }
+    """.write(toFile: path, atomically: true, encoding: .utf8)
+    return path
+}
+
+/// A vehicle parks on P2-A-01 (with contact bounce), another drives down the ramp, the first leaves.
+let garageTrace = """
+{"parkwise_trace": 1}
+{"t_ms": 100, "input": "GPIO22", "value": 1}
+{"t_ms": 110, "input": "GPIO22", "value": 0}
+{"t_ms": 120, "input": "GPIO22", "value": 1}
+{"t_ms": 500, "input": "GPIO17", "value": 1}
+{"t_ms": 900, "input": "GPIO27", "value": 1}
+{"t_ms": 1800, "input": "GPIO17", "value": 0}
+{"t_ms": 2300, "input": "GPIO27", "value": 0}
+{"t_ms": 6000, "input": "GPIO22", "value": 0}
+"""
+
+func writeTrace(_ dir: URL, _ text: String = garageTrace) throws -> String {
+    let path = dir.appendingPathComponent("trace.jsonl").path
+    try text.write(toFile: path, atomically: true, encoding: .utf8)
+    return path
+}
+
+func isoMilliseconds(_ text: Any?) -> Double? {
+    guard let text = text as? String else { return nil }
+    let f = ISO8601DateFormatter()
+    f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+    return f.date(from: text).map { $0.timeIntervalSince1970 * 1000 }
+}
+
+@Suite(.serialized) struct ReplayTests {
+    let prefix = "parkwise/v1/testsite/p2-east"
+
+    /// The whole path: trace -> filters -> garage -> events -> real mosquitto -> independent subscriber.
+    @Test func aReplayedTraceArrivesAsExactEventsAndRetainedStates() throws {
+        let dir = temporaryDirectory()
+        let broker = try Broker()
+        let subscriber = try Subscriber(broker)
+        try subscriber.listen()
+        let agent = try Child(agentBinary, ["run", "--config", try writeGarage(dir), "--replay", try writeTrace(dir),
+                                            "--speed", "4", "--broker", broker.url, "--outbox", dir.path + "/outbox"])
+        #expect(eventually(15) { subscriber.events().count >= 5 }, "events so far: \(subscriber.events().count); \(agent.stderr)")
+        usleep(300_000)
+        let events = subscriber.events()
+        #expect(events.map { $0["type"] as? String } == ["spot.occupied", "lane.passage", "spot.checkin",
+                                                          "spot.vacated", "spot.checkout"])
+        #expect(events.map { $0["seq"] as? Int } == [1, 2, 3, 4, 5])
+        #expect(Set(events.compactMap { $0["id"] as? String }).count == 5)
+        #expect(events.allSatisfy { $0["boot"] as? Int == 1 && $0["clock"] as? String == "synced" })
+        #expect(events[0]["spot"] as? String == "P2-A-01")
+        #expect(events[1]["lane"] as? String == "P2-ramp")
+        #expect(events[1]["from"] as? String == "outside")
+        #expect(events[1]["to"] as? String == "P2")
+        // `at` is when the vehicle did it (the edge), not when the filter confirmed it.
+        let times = events.map { isoMilliseconds($0["at"]) ?? -1 }
+        let offsets = times.map { $0 - times[0] }
+        // Occupancy began at the last bounce (120 ms); the ramp passage ended at 2300 ms.
+        #expect(offsets == [0, 2180, 3000, 5880, 5880])
+        #expect(isoMilliseconds(events[2]["arrival"]) == times[0])
+        #expect(events[4]["stay_s"] as? Double == 5.88)
+
+        // Retained truth a backend rebuilds from.
+        let retained = try retainedMessages(broker, prefix + "/#")
+        let byTopic = Dictionary(retained.map { ($0.topic, $0.json) }, uniquingKeysWith: { $1 })
+        #expect(byTopic[prefix + "/status"]?["state"] as? String == "online")
+        #expect(byTopic[prefix + "/state/spot/P2-A-01"]?["state"] as? String == "free")
+        #expect(byTopic[prefix + "/state/spot/P2-A-02"]?["state"] as? String == "free")
+        let level = try #require(byTopic[prefix + "/state/level/P2"])
+        #expect(level["capacity"] as? Int == 48)
+        #expect(level["occupied"] is NSNull, "unknown is null, never 0")
+        #expect(level["lane_count"] is NSNull)
+        #expect(level["spots_sensed"] as? Int == 2)
+
+        // Commands: calibrate sets the lane count; a bad command changes nothing and says why.
+        try publish(broker, prefix + "/cmd/calibrate", #"{"level": "P2", "count": 7, "id": "c1"}"#)
+        try publish(broker, prefix + "/cmd/calibrate", #"{"level": "P9", "count": 1, "id": "c2"}"#)
+        try publish(broker, prefix + "/cmd/explode", "{}")
+        #expect(eventually(5) { subscriber.messages.filter { $0.topic == prefix + "/reply" }.count == 3 })
+        let replies = subscriber.messages.filter { $0.topic == prefix + "/reply" }.map(\.json)
+        #expect(replies.map { $0["ok"] as? Bool } == [true, false, false])
+        #expect(replies[0]["id"] as? String == "c1")
+        #expect((replies[2]["error"] as? String)?.contains("unknown command") == true)
+        #expect(eventually(5) {
+            (try? retainedMessages(broker, prefix + "/state/level/P2"))?.first?.json["lane_count"] as? Int == 7
+        })
+
+        // Graceful stop: offline status, exit 0.
+        agent.signal(SIGTERM)
+        #expect(agent.wait(10) == 0)
+        let status = try retainedMessages(broker, prefix + "/status")
+        #expect(status.first?.json["state"] as? String == "offline")
+        #expect(agent.stderr.contains("info stopped"))
+        subscriber.stop()
+    }
+
+    /// Broker down at start: the agent keeps its events, says so once, and replays them in order.
+    @Test func eventsWaitForABrokerThatIsDownAtStart() throws {
+        let dir = temporaryDirectory()
+        let broker = try Broker()
+        let subscriber = try Subscriber(broker)
+        broker.stop()
+        let agent = try Child(agentBinary, ["run", "--config", try writeGarage(dir), "--replay", try writeTrace(dir),
+                                            "--speed", "4", "--broker", broker.url, "--outbox", dir.path + "/outbox"])
+        #expect(eventually(10) { agent.stderr.contains("trace finished") })
+        sleep(2)   // several reconnect attempts
+        let warnings = agent.stderr.split(separator: "\n").filter { $0.contains("broker unreachable") }
+        #expect(warnings.count == 1, "one clear line, not one per retry: \(agent.stderr)")
+        try broker.start()
+        try subscriber.listen()
+        #expect(eventually(20) { subscriber.events().count >= 5 }, "\(agent.stderr)")
+        let events = subscriber.events()
+        #expect(events.map { $0["seq"] as? Int } == [1, 2, 3, 4, 5])
+        #expect(events.allSatisfy { $0["replayed"] as? Bool == true })
+        agent.signal(SIGTERM)
+        #expect(agent.wait(10) == 0)
+        subscriber.stop()
+    }
+
+    /// The last will: an agent that dies without a goodbye is reported offline by the broker.
+    @Test func aKilledAgentIsReportedOfflineByItsLastWill() throws {
+        let dir = temporaryDirectory()
+        let broker = try Broker()
+        let agent = try Child(agentBinary, ["run", "--config", try writeGarage(dir), "--replay", try writeTrace(dir, ""),
+                                            "--broker", broker.url, "--outbox", dir.path + "/outbox"])
+        #expect(eventually(10) {
+            (try? retainedMessages(broker, prefix + "/status"))?.first?.json["state"] as? String == "online"
+        })
+        agent.signal(SIGKILL)
+        _ = agent.wait(5)
+        #expect(eventually(10) {
+            (try? retainedMessages(broker, prefix + "/status"))?.first?.json["state"] as? String == "offline"
+        })
+        broker.stop()
+    }
+}
