@@ -52,6 +52,7 @@ enum MonitorCommand {
 /// The monitor's picture of the garage, one printed line per message.
 struct MonitorView {
     var levels: [String: LevelStatePayload] = [:]
+    var lastLevelLine = ""
 
     mutating func take(topic: String, payload: [UInt8]) -> String? {
         guard let (_, device, rest) = Topics.parse(topic) else { return nil }
@@ -70,10 +71,13 @@ struct MonitorView {
         case "state" where rest.count == 3 && rest[1] == "level":
             guard let l = WireJSON.decode(LevelStatePayload.self, from: payload) else { return nil }
             levels[rest[2]] = l
-            return "levels: " + levels.keys.sorted().map { id in
+            let line = "levels: " + levels.keys.sorted().map { id in
                 let s = levels[id]!
                 return "\(id) \(s.occupied.map(String.init) ?? "?")/\(s.capacity)"
             }.joined(separator: "  ")
+            guard line != lastLevelLine else { return nil }
+            lastLevelLine = line
+            return line
         default:
             return nil
         }

@@ -12,8 +12,8 @@ public struct Garage {
     private var levels: [LevelCounter]
     private var levelIndex: [String: Int]
     private var timers = DeadlineQueue()
-    private var changedSpots: [Int] = []
-    private var changedLevels: [Int] = []
+    private var changedSpots = ChangeSet()
+    private var changedLevels = ChangeSet()
     private var started = false
 
     public init(config: AgentConfig) {
@@ -42,8 +42,8 @@ public struct Garage {
             lanes[l].start(a: initial[2 * l], b: initial[2 * l + 1], at: at)
             if let due = lanes[l].stuckDeadline { timers.schedule(.stuck(l), at: due) }
         }
-        changedSpots = Array(spots.indices)
-        changedLevels = Array(levels.indices)
+        changedSpots = ChangeSet(count: spots.count, all: true)
+        changedLevels = ChangeSet(count: levels.count, all: true)
         started = true
     }
 
@@ -87,8 +87,8 @@ public struct Garage {
         case .spot(let s):
             spots[s].change(active: active, at: at, into: &events)
             if let due = spots[s].checkinDeadline { timers.schedule(.checkin(s), at: due) }
-            changedSpots.append(s)
-            if let level = levelIndex[spots[s].level] { changedLevels.append(level) }
+            changedSpots.insert(s)
+            if let level = levelIndex[spots[s].level] { changedLevels.insert(level) }
         case .loop(let l, let side):
             let first = events.count
             lanes[l].change(side, active: active, at: at, input: inputNames[input], into: &events)
@@ -102,8 +102,8 @@ public struct Garage {
     }
 
     private mutating func move(from: String, to: String, at: MonotonicInstant, into events: inout [GarageEvent]) {
-        if let f = levelIndex[from] { levels[f].add(-1, at: at, into: &events); changedLevels.append(f) }
-        if let t = levelIndex[to] { levels[t].add(+1, at: at, into: &events); changedLevels.append(t) }
+        if let f = levelIndex[from] { levels[f].add(-1, at: at, into: &events); changedLevels.insert(f) }
+        if let t = levelIndex[to] { levels[t].add(+1, at: at, into: &events); changedLevels.insert(t) }
     }
 
     /// A stuck lane loses track of what passed: the counts it feeds are unknown until calibrated again.
@@ -111,7 +111,7 @@ public struct Garage {
         for area in [lanes[lane].from, lanes[lane].to] {
             if let l = levelIndex[area], levels[l].count != nil {
                 levels[l] = LevelCounter(config: config.levels[l])
-                changedLevels.append(l)
+                changedLevels.insert(l)
             }
         }
     }
@@ -122,7 +122,7 @@ public struct Garage {
     public mutating func calibrate(level: String, count: Int) -> Bool {
         guard let l = levelIndex[level], count >= 0, count <= levels[l].capacity else { return false }
         levels[l].calibrate(count)
-        changedLevels.append(l)
+        changedLevels.insert(l)
         return true
     }
 
@@ -149,10 +149,35 @@ public struct Garage {
     public var spotCount: Int { spots.count }
     public var levelCount: Int { levels.count }
 
-    /// Spots and levels whose retained state changed since the last call (each once, in index order).
+    /// Spots and levels whose retained state changed since the last call (each once, in the order
+    /// they first changed).
     public mutating func takeChanged() -> (spots: [Int], levels: [Int]) {
-        defer { changedSpots.removeAll(keepingCapacity: true); changedLevels.removeAll(keepingCapacity: true) }
-        return (Array(Set(changedSpots)).sorted(), Array(Set(changedLevels)).sorted())
+        (changedSpots.take(), changedLevels.take())
+    }
+}
+
+/// Indices marked since the last `take`, each once.
+struct ChangeSet {
+    private var marked: [Bool]
+    private var order: [Int] = []
+
+    init(count: Int = 0, all: Bool = false) {
+        marked = Array(repeating: all, count: count)
+        if all { order = Array(0..<count) }
+    }
+
+    mutating func insert(_ index: Int) {
+        if index >= marked.count { marked += Array(repeating: false, count: index - marked.count + 1) }
+        guard !marked[index] else { return }
+        marked[index] = true
+        order.append(index)
+    }
+
+    mutating func take() -> [Int] {
+        guard !order.isEmpty else { return [] }
+        defer { order.removeAll(keepingCapacity: true) }
+        for i in order { marked[i] = false }
+        return order
     }
 }
 

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what building and testing the agent needs, from Debian's packages (sudo when not root).
+# Safe to run again: installs only what is missing.
+set -euo pipefail
+
+packages=(pkg-config libgpiod-dev gpiod libmosquitto-dev mosquitto mosquitto-clients libyaml-dev)
+
+if ! command -v swift >/dev/null 2>&1; then
+    echo "setup: the Swift 6 toolchain is not on PATH." >&2
+    echo "setup: install it from swift.org (or swiftly) and put its usr/bin on PATH, then run this again." >&2
+    exit 1
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    echo "setup: installing ${missing[*]}" >&2
+    $sudo apt-get update -q
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi

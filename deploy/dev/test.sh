@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The test suite: installs what is missing, builds, and runs every test. The tests start their own
+# mosquitto brokers on free loopback ports and end them by PID.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+bash deploy/dev/setup.sh
+swift build --build-tests 2>&1 | tail -n 3
+swift test --skip-build
