@@ -40,7 +40,8 @@ import Testing
     @Test(arguments: 1...40)
     func randomTrainsEndAtTheStableLevelWithoutDuplicates(seed: UInt64) {
         var random = SeededRandom(seed: seed)
-        var h = GarageHarness(garageConfig(spotOn: "300ms", spotOff: "500ms"))
+        // Chatter detection off: this is about the filter alone.
+        var h = GarageHarness(garageConfig(spotOn: "300ms", spotOff: "500ms", spotChatterLimit: 10_000))
         var t: Int64 = 0
         var level = false
         for _ in 0..<Int.random(in: 1...200, using: &random) {
@@ -55,6 +56,93 @@ import Testing
         if let last = types.last { #expect(last == (level ? "spot.occupied" : "spot.vacated")) }
         let times = h.events.map(\.at)
         #expect(times == times.sorted())
+    }
+}
+
+@Suite struct SettleFilterTests {
+    @Test func settleReportsAtOnceThenTakesTheLevelItSettledAt() throws {
+        let config = try parse("""
+            site: s
+            device: d
+            levels: [ { id: P1, capacity: 5 } ]
+            spots: [ { id: P1-A-01, input: GPIO5, settle: 1s } ]
+            """)
+        var h = GarageHarness(config)
+        h.edge(0, true, at: 1000)       // reported at once
+        h.edge(0, false, at: 1100)      // ignored while settling...
+        h.edge(0, true, at: 1200)
+        h.edge(0, false, at: 1300)      // ...but the window ends low: vacated, from the last edge
+        h.advance(to: 2000)
+        #expect(h.take() == ["spot.occupied@1000", "spot.vacated@1300"])
+        h.advance(to: 10_000)
+        #expect(h.take() == [])
+        h.edge(0, true, at: 20_000)
+        h.edge(0, false, at: 20_500)
+        h.edge(0, true, at: 20_700)     // ends where it began: nothing more
+        h.advance(to: 30_000)
+        #expect(h.take() == ["spot.occupied@20000"])
+    }
+
+    @Test func settleAndDelaysDoNotMix() {
+        let found = issues("site: s\ndevice: d\nlevels: [ { id: P1, capacity: 5 } ]\n"
+                           + "spots: [ { id: P1-A-01, input: GPIO5, settle: 1s, delayed_on: 2s } ]\n")
+        #expect(found.map(\.message) == ["settle and delayed_on/delayed_off do not go together"])
+    }
+}
+
+@Suite struct HealthTests {
+    let spot = 2
+
+    @Test func aFlappingSpotSensorIsChatterThenRecoversWhenQuiet() {
+        var h = GarageHarness(garageConfig(spotOn: "1s", spotOff: "1s"))
+        var t: Int64 = 0
+        for i in 0..<21 { t = Int64(i) * 2000; h.edge(spot, i % 2 == 0, at: t) }   // every 2 s
+        #expect(h.events.map(\.kind).contains(.sensorFault(subject: "spot P1-A-01", input: "GPIO4", reason: .chatter)))
+        #expect(h.garage.spot(0).occupancy == .unknown, "never free while it cannot be trusted")
+        h.events.removeAll()
+        h.advance(to: t + 29_999)
+        #expect(h.take() == [])
+        h.advance(to: t + 30_000)
+        #expect(h.events.map(\.kind) == [.sensorRecovered(subject: "spot P1-A-01", input: "GPIO4")])
+        #expect(h.garage.spot(0).occupancy == .occupied)   // the 21st edge left it active
+    }
+
+    @Test func contactBounceIsNotChatter() {
+        var h = GarageHarness(garageConfig())
+        for car in 0..<6 {
+            let t = Int64(car) * 40_000
+            for i in 0..<9 { h.edge(spot, i % 2 == 0, at: t + Int64(i) * 5) }          // arrives, bouncing
+            for i in 0..<9 { h.edge(spot, i % 2 == 1, at: t + 15_000 + Int64(i) * 5) } // leaves, bouncing
+        }
+        h.advance(to: 300_000)
+        #expect(!h.events.contains { $0.type == "sensor.fault" })
+        #expect(h.events.filter { $0.type == "spot.occupied" }.count == 6)
+    }
+
+    @Test func aSpotHeldForDaysIsStuck() {
+        var h = GarageHarness(garageConfig(spotStuckAfter: "1h"))
+        h.edge(spot, true, at: 0)
+        h.advance(to: 3_600_000)
+        #expect(h.events.map(\.kind).last == .sensorFault(subject: "spot P1-A-01", input: "GPIO4", reason: .stuck))
+        #expect(h.events.last?.at == .milliseconds(3_600_000))
+        #expect(h.garage.spot(0).occupancy == .unknown)
+        h.events.removeAll()
+        h.edge(spot, false, at: 4_000_000)
+        h.advance(to: 4_100_000)
+        #expect(h.events.map(\.kind) == [.sensorRecovered(subject: "spot P1-A-01", input: "GPIO4")])
+        #expect(h.garage.spot(0).occupancy == .free)
+    }
+
+    @Test func aChatteringLoopMakesItsLevelsUnknownAndCountsNoPhantoms() {
+        var h = GarageHarness(garageConfig(spots: 0))
+        let ok = h.garage.calibrate(level: "P1", count: 4)
+        #expect(ok)
+        for i in 0..<400 { h.edge(0, i % 2 == 0, at: Int64(i) * 150) }
+        h.advance(to: 400 * 150 + 60_000)
+        #expect(h.events.first?.kind == .sensorFault(subject: "lane lane0", input: "GPIO2", reason: .chatter))
+        #expect(!h.events.contains { $0.type == "lane.passage" })
+        #expect(h.garage.level(0).laneCount == nil)
+        #expect(h.events.last?.kind == .sensorRecovered(subject: "lane lane0", input: "GPIO2"))
     }
 }
 

@@ -31,7 +31,8 @@ struct GarageHarness {
 
 /// A config with `lanes` lanes between outside and P1 (inputs 0,1 / 2,3 ...) and `spots` spots after them.
 func garageConfig(lanes: Int = 1, spots: Int = 1, spotOn: String = "5s", spotOff: String = "10s",
-                  checkin: String = "2m", loopDelay: String = "50ms", maxPresence: String = "2m") -> AgentConfig {
+                  checkin: String = "2m", loopDelay: String = "50ms", maxPresence: String = "2m",
+                  spotChatterLimit: Int = 20, spotStuckAfter: String = "3d") -> AgentConfig {
     var yaml = "site: s\ndevice: d\nboard: simulated\nlevels:\n  - { id: P1, capacity: 60 }\n  - { id: P2, capacity: 48 }\nlanes:\n"
     var gpio = 2
     for l in 0..<lanes {
@@ -42,7 +43,8 @@ func garageConfig(lanes: Int = 1, spots: Int = 1, spotOn: String = "5s", spotOff
     yaml += "spots:\n"
     for s in 0..<spots {
         yaml += "  - { id: P1-A-\(s < 9 ? "0" : "")\(s + 1), input: GPIO\(gpio), delayed_on: \(spotOn), "
-            + "delayed_off: \(spotOff), checkin_after: \(checkin) }\n"
+            + "delayed_off: \(spotOff), checkin_after: \(checkin), chatter_limit: \(spotChatterLimit), "
+            + "stuck_after: \(spotStuckAfter) }\n"
         gpio += 1
     }
     return try! parse(yaml)

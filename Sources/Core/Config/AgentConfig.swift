@@ -107,6 +107,14 @@ public struct InputConfig: Sendable {
     public var bias: Bias
     public var delayedOn: Duration
     public var delayedOff: Duration
+    /// Instead of the delays: report a change at once, then let the input settle this long.
+    public var settle: Duration?
+    /// Held active longer than this is a `stuck` fault (lanes: `max_presence`); nil: never.
+    public var stuckAfter: Duration?
+    /// More raw changes than this in a minute is a `chatter` fault.
+    public var chatterLimit: Int
+    /// A chattering input is trusted again after this long without a change.
+    public var recoverAfter: Duration
     /// Where it was written, for messages about it.
     public var mark: Mark
     /// `lane P2-ramp loop a` or `spot P2-A-01`.
@@ -125,4 +133,9 @@ public enum ConfigDefaults {
     public static let checkinAfter: Duration = .seconds(120)
     public static let minPresence: Duration = .milliseconds(400)
     public static let maxPresence: Duration = .seconds(120)
+    /// A spot sensor held for three days is more likely stuck than parked on.
+    public static let spotStuckAfter: Duration = .seconds(72 * 3600)
+    public static let spotChatterLimit = 20
+    public static let loopChatterLimit = 120
+    public static let recoverAfter: Duration = .seconds(30)
 }

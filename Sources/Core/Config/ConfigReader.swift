@@ -142,8 +142,8 @@ public struct ConfigReader {
     }
 
     private mutating func readLane(_ node: ConfigNode, levelIDs: Set<String>) -> LaneConfig? {
-        guard let map = mapping(node, keys: ["id", "from", "to", "loops", "min_presence", "max_presence",
-                                             "delayed_on", "delayed_off", "active_low", "bias"], in: "a lane") else { return nil }
+        guard let map = mapping(node, keys: ["id", "from", "to", "loops", "min_presence", "max_presence"] + Self.inputKeys,
+                                in: "a lane") else { return nil }
         let id = topicName(map.required("id", &self), what: "lane id")
         let from = map.required("from", &self).flatMap { area($0, levelIDs: levelIDs) }
         let to = map.required("to", &self).flatMap { area($0, levelIDs: levelIDs) }
@@ -151,17 +151,20 @@ public struct ConfigReader {
             report(t.mark, "lane goes from '\(from)' to itself", hint: "a lane connects two different areas (outside or levels)")
         }
         let owner = "lane \(id ?? "?")"
-        let shared = inputSettings(map, defaultsOn: ConfigDefaults.loopDelayedOn, off: ConfigDefaults.loopDelayedOff)
-        var loopA: InputConfig?, loopB: InputConfig?
-        if let loops = map.required("loops", &self), let lm = mapping(loops, keys: ["a", "b"], in: "loops") {
-            loopA = lm.required("a", &self).flatMap { loopInput($0, shared: shared, owner: "\(owner) loop a") }
-            loopB = lm.required("b", &self).flatMap { loopInput($0, shared: shared, owner: "\(owner) loop b") }
-        }
         let minPresence = map["min_presence"].flatMap { duration($0, key: "min_presence") } ?? ConfigDefaults.minPresence
         let maxPresence = map["max_presence"].flatMap { duration($0, key: "max_presence") } ?? ConfigDefaults.maxPresence
         if let m = map["max_presence"], maxPresence <= minPresence {
             report(m.mark, "max_presence must be longer than min_presence (\(DurationText.format(minPresence)))",
                    hint: "max_presence is how long a loop may stay occupied before it counts as stuck, e.g. 2m")
+        }
+        let shared = inputSettings(map, base: InputSettings(
+            delayedOn: ConfigDefaults.loopDelayedOn, delayedOff: ConfigDefaults.loopDelayedOff, settle: nil,
+            activeLow: false, bias: .asIs, stuckAfter: maxPresence, chatterLimit: ConfigDefaults.loopChatterLimit,
+            recoverAfter: ConfigDefaults.recoverAfter))
+        var loopA: InputConfig?, loopB: InputConfig?
+        if let loops = map.required("loops", &self), let lm = mapping(loops, keys: ["a", "b"], in: "loops") {
+            loopA = lm.required("a", &self).flatMap { loopInput($0, shared: shared, owner: "\(owner) loop a") }
+            loopB = lm.required("b", &self).flatMap { loopInput($0, shared: shared, owner: "\(owner) loop b") }
         }
         guard let id, let from, let to, let loopA, let loopB else { return nil }
         return LaneConfig(id: id, from: from, to: to, loopA: loopA, loopB: loopB,
@@ -170,7 +173,7 @@ public struct ConfigReader {
 
     private mutating func loopInput(_ node: ConfigNode, shared: InputSettings, owner: String) -> InputConfig? {
         if case .mapping = node.value {
-            guard let map = mapping(node, keys: ["input", "delayed_on", "delayed_off", "active_low", "bias"], in: "a loop") else { return nil }
+            guard let map = mapping(node, keys: ["input"] + Self.inputKeys, in: "a loop") else { return nil }
             let own = inputSettings(map, base: shared)
             return map.required("input", &self).flatMap { input($0, settings: own, owner: owner) }
         }
@@ -178,8 +181,8 @@ public struct ConfigReader {
     }
 
     private mutating func readSpot(_ node: ConfigNode, levelIDs: Set<String>, pattern: SpotIDPattern?) -> SpotConfig? {
-        guard let map = mapping(node, keys: ["id", "input", "level", "delayed_on", "delayed_off", "active_low", "bias",
-                                             "checkin_after"], in: "a spot") else { return nil }
+        guard let map = mapping(node, keys: ["id", "input", "level", "checkin_after", "stuck_after"] + Self.inputKeys,
+                                in: "a spot") else { return nil }
         guard let idNode = map.required("id", &self), let id = topicName(idNode, what: "spot id") else { return nil }
         var level: String?
         if let l = map["level"] {
@@ -199,7 +202,11 @@ public struct ConfigReader {
             report(idNode.mark, "spot id '\(id)' does not match spot_id_pattern \"\(pattern.text)\"",
                    hint: "rename it to follow the pattern, e.g. \(pattern.example(level: level))")
         }
-        let settings = inputSettings(map, defaultsOn: ConfigDefaults.spotDelayedOn, off: ConfigDefaults.spotDelayedOff)
+        var settings = inputSettings(map, base: InputSettings(
+            delayedOn: ConfigDefaults.spotDelayedOn, delayedOff: ConfigDefaults.spotDelayedOff, settle: nil,
+            activeLow: false, bias: .asIs, stuckAfter: ConfigDefaults.spotStuckAfter,
+            chatterLimit: ConfigDefaults.spotChatterLimit, recoverAfter: ConfigDefaults.recoverAfter))
+        if let n = map["stuck_after"], let d = duration(n, key: "stuck_after") { settings.stuckAfter = d == .zero ? nil : d }
         let input = map.required("input", &self).flatMap { self.input($0, settings: settings, owner: "spot \(id)") }
         let checkin = map["checkin_after"].flatMap { duration($0, key: "checkin_after") } ?? ConfigDefaults.checkinAfter
         guard let level, let input else { return nil }
@@ -208,27 +215,46 @@ public struct ConfigReader {
 
     // MARK: - Inputs
 
+    /// Keys every input takes, on a spot, a lane (for both loops) or one loop.
+    static let inputKeys = ["delayed_on", "delayed_off", "delayed_on_off", "settle", "active_low", "bias",
+                            "chatter_limit", "recover_after"]
+
     struct InputSettings {
         var delayedOn: Duration
         var delayedOff: Duration
+        var settle: Duration?
         var activeLow: Bool
         var bias: Bias
-    }
-
-    private mutating func inputSettings(_ map: MappingNode, defaultsOn: Duration, off: Duration) -> InputSettings {
-        inputSettings(map, base: InputSettings(delayedOn: defaultsOn, delayedOff: off, activeLow: false, bias: .asIs))
+        var stuckAfter: Duration?
+        var chatterLimit: Int
+        var recoverAfter: Duration
     }
 
     private mutating func inputSettings(_ map: MappingNode, base: InputSettings) -> InputSettings {
         var s = base
+        if let n = map["delayed_on_off"], let d = duration(n, key: "delayed_on_off") { s.delayedOn = d; s.delayedOff = d }
         if let n = map["delayed_on"], let d = duration(n, key: "delayed_on") { s.delayedOn = d }
         if let n = map["delayed_off"], let d = duration(n, key: "delayed_off") { s.delayedOff = d }
+        if let n = map["settle"], let d = duration(n, key: "settle") {
+            s.settle = d
+            if let other = map["delayed_on"] ?? map["delayed_off"] ?? map["delayed_on_off"] {
+                report(other.mark, "settle and delayed_on/delayed_off do not go together",
+                       hint: "settle reports a change at once and then waits; delayed_* wait first. Keep one.")
+            }
+        }
         if let n = map["active_low"], let b = bool(n, what: "active_low") { s.activeLow = b }
         if let n = map["bias"], let text = string(n, what: "a bias") {
             if let bias = Bias(rawValue: text) { s.bias = bias } else {
                 report(n.mark, "unknown bias '\(text)'", hint: "use one of: \(Bias.allCases.map(\.rawValue).joined(separator: ", "))")
             }
         }
+        if let n = map["chatter_limit"], let limit = int(n, what: "chatter_limit") {
+            if (2...10_000).contains(limit) { s.chatterLimit = limit } else {
+                report(n.mark, "chatter_limit must be between 2 and 10000 changes a minute",
+                       hint: "the most changes a minute that real traffic makes on this input, with room to spare")
+            }
+        }
+        if let n = map["recover_after"], let d = duration(n, key: "recover_after") { s.recoverAfter = d }
         return s
     }
 
@@ -244,7 +270,9 @@ public struct ConfigReader {
             return nil
         }
         let input = InputConfig(ref: ref, activeLow: settings.activeLow, bias: settings.bias, delayedOn: settings.delayedOn,
-                                delayedOff: settings.delayedOff, mark: node.mark, owner: owner)
+                                delayedOff: settings.delayedOff, settle: settings.settle, stuckAfter: settings.stuckAfter,
+                                chatterLimit: settings.chatterLimit, recoverAfter: settings.recoverAfter,
+                                mark: node.mark, owner: owner)
         inputsSeen.append(input)
         return input
     }

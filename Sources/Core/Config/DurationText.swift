@@ -1,9 +1,9 @@
-/// Durations as installers write them: `250ms`, `5s`, `2m`, `1h`, `1.5s`, or `0`.
+/// Durations as installers write them: `250ms`, `5s`, `2m`, `1h`, `3d`, `1.5s`, or `0`.
 public enum DurationText {
     public static func parse(_ text: String) -> Duration? {
         let trimmed = text.trimmingSpaces
         if trimmed == "0" { return .zero }
-        let units: [(String, Double)] = [("ms", 1e-3), ("s", 1), ("m", 60), ("h", 3600)]
+        let units: [(String, Double)] = [("ms", 1e-3), ("s", 1), ("m", 60), ("h", 3600), ("d", 86400)]
         for (suffix, seconds) in units where trimmed.hasSuffix(suffix) {
             let number = trimmed.dropLast(suffix.count)
             guard !number.isEmpty, number.allSatisfy({ $0.isNumber || $0 == "." }),
@@ -16,6 +16,7 @@ public enum DurationText {
     /// The shortest exact spelling: `250ms`, `5s`, `2m`.
     public static func format(_ duration: Duration) -> String {
         let ms = duration.milliseconds
+        if ms % 86_400_000 == 0 && ms > 0 { return "\(ms / 86_400_000)d" }
         if ms % 3_600_000 == 0 && ms > 0 { return "\(ms / 3_600_000)h" }
         if ms % 60_000 == 0 && ms > 0 { return "\(ms / 60_000)m" }
         if ms % 1000 == 0 { return "\(ms / 1000)s" }

@@ -42,4 +42,6 @@ public struct GarageEvent: Sendable, Hashable {
 public enum FaultReason: String, Sendable, Hashable {
     /// Held active longer than the limit for its kind.
     case stuck
+    /// More changes in a minute than traffic makes: a loose wire, a failing detector.
+    case chatter
 }

@@ -1,7 +1,7 @@
-/// The garage's timers (filters settling, check-ins, stuck loops). Entries are not removed when a
+/// The garage's timers (filters settling, check-ins, input health). Entries are not removed when a
 /// timer moves; the garage checks on pop whether an entry is still current.
 struct DeadlineQueue {
-    enum Timer: Hashable { case filter(Int), checkin(Int), stuck(Int) }
+    enum Timer: Hashable { case filter(Int), checkin(Int), health(Int) }
     struct Entry: Comparable {
         var due: MonotonicInstant
         var order: UInt64

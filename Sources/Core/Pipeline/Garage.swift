@@ -1,10 +1,12 @@
-/// The whole garage model: filtered inputs feed spots and lanes; lanes feed level counts.
+/// The whole garage model: filtered inputs feed spots and lanes; lanes feed level counts; every
+/// input's health is watched (stuck, chatter), and a faulted input makes what it feeds unknown.
 /// Pure and deterministic: time only advances with the instants it is given.
 public struct Garage {
     enum Role { case loop(lane: Int, side: LaneTracker.Side), spot(Int) }
 
     public let config: AgentConfig
     private var filters: [InputFilter]
+    private var health: [InputHealth]
     private var roles: [Role]
     private var inputNames: [String]
     private var spots: [SpotTracker]
@@ -19,7 +21,10 @@ public struct Garage {
     public init(config: AgentConfig) {
         self.config = config
         let inputs = config.inputs
-        filters = inputs.map { InputFilter(delayedOn: $0.delayedOn, delayedOff: $0.delayedOff, initial: false) }
+        filters = inputs.map { InputFilter(mode: Garage.filterMode($0), initial: false) }
+        health = inputs.map {
+            InputHealth(stuckAfter: $0.stuckAfter, chatterLimit: $0.chatterLimit, recoverAfter: $0.recoverAfter)
+        }
         inputNames = inputs.map(\.ref.description)
         roles = config.lanes.indices.flatMap { [Role.loop(lane: $0, side: .a), .loop(lane: $0, side: .b)] }
             + config.spots.indices.map { Role.spot($0) }
@@ -29,19 +34,21 @@ public struct Garage {
         levelIndex = Dictionary(uniqueKeysWithValues: config.levels.enumerated().map { ($1.id, $0) })
     }
 
+    static func filterMode(_ input: InputConfig) -> InputFilter.Mode {
+        input.settle.map { .settle($0) } ?? .delayed(on: input.delayedOn, off: input.delayedOff)
+    }
+
     public var inputCount: Int { filters.count }
 
     /// The levels read from the board at start-up, one per input (`config.inputs` order).
     public mutating func start(initial: [Bool], at: MonotonicInstant) {
         precondition(initial.count == filters.count, "one initial level per input")
         for (i, active) in initial.enumerated() {
-            filters[i] = InputFilter(delayedOn: filters[i].delayedOn, delayedOff: filters[i].delayedOff, initial: active)
+            filters[i] = InputFilter(mode: filters[i].mode, initial: active)
+            health[i].resume(active: active, at: at)
+            scheduleHealth(i)
         }
         for s in spots.indices { spots[s].start(active: initial[config.lanes.count * 2 + s]) }
-        for l in lanes.indices {
-            lanes[l].start(a: initial[2 * l], b: initial[2 * l + 1], at: at)
-            if let due = lanes[l].stuckDeadline { timers.schedule(.stuck(l), at: due) }
-        }
         changedSpots = ChangeSet(count: spots.count, all: true)
         changedLevels = ChangeSet(count: levels.count, all: true)
         started = true
@@ -54,12 +61,20 @@ public struct Garage {
     public mutating func handle(_ change: LineChange, into events: inout [GarageEvent]) {
         precondition(started, "start(initial:at:) first")
         advance(to: change.at, into: &events)
-        guard change.input >= 0 && change.input < filters.count else { return }
-        if let edge = filters[change.input].feed(change.active, at: change.at) {
-            apply(input: change.input, active: change.active, at: edge, into: &events)
-        } else if let due = filters[change.input].deadline {
-            timers.schedule(.filter(change.input), at: due)
+        let i = change.input
+        guard i >= 0 && i < filters.count, change.active != filters[i].raw else { return }
+        if health[i].rawEdge(at: change.at) {
+            fault(input: i, reason: .chatter, at: change.at, into: &events)
         }
+        if health[i].fault == .chatter {
+            filters[i].observe(change.active)
+            scheduleHealth(i)
+            return
+        }
+        if let edge = filters[i].feed(change.active, at: change.at) {
+            filtered(input: i, active: change.active, at: edge, into: &events)
+        }
+        if let due = filters[i].deadline { timers.schedule(.filter(i), at: due) }
     }
 
     /// Fires every timer due at or before `now`, in time order.
@@ -67,32 +82,47 @@ public struct Garage {
         while let entry = timers.popDue(now) {
             switch entry.timer {
             case .filter(let input):
-                guard filters[input].deadline == entry.due, let edge = filters[input].settle() else { continue }
-                apply(input: input, active: filters[input].stable, at: edge, into: &events)
+                guard filters[input].deadline == entry.due, health[input].fault != .chatter else { continue }
+                if let edge = filters[input].expire() {
+                    filtered(input: input, active: filters[input].stable, at: edge, into: &events)
+                }
+                if let due = filters[input].deadline { timers.schedule(.filter(input), at: due) }
             case .checkin(let spot):
                 guard spots[spot].checkinDeadline == entry.due else { continue }
                 spots[spot].checkIn(into: &events)
-            case .stuck(let lane):
-                guard lanes[lane].stuckDeadline == entry.due else { continue }
-                let before = lanes[lane].isFaulted
-                lanes[lane].markStuck(now: entry.due, inputs: (inputNames[2 * lane], inputNames[2 * lane + 1]), into: &events)
-                if !before && lanes[lane].isFaulted { laneLostCount(lane) }
-                if let due = lanes[lane].stuckDeadline { timers.schedule(.stuck(lane), at: due) }
+            case .health(let input):
+                guard health[input].deadline == entry.due else { continue }
+                switch health[input].expire(now: entry.due) {
+                case .stuck(let since):
+                    fault(input: input, reason: .stuck, at: since + (health[input].stuckAfter ?? .zero), into: &events)
+                case .quiet:
+                    filters[input].resync()
+                    health[input].resume(active: filters[input].stable, at: entry.due)
+                    recover(input: input, at: entry.due, into: &events)
+                case nil:
+                    break
+                }
+                scheduleHealth(input)
             }
         }
     }
 
-    private mutating func apply(input: Int, active: Bool, at: MonotonicInstant, into events: inout [GarageEvent]) {
+    /// A filtered level change: health first (a stuck input releasing recovers), then its role.
+    private mutating func filtered(input: Int, active: Bool, at: MonotonicInstant, into events: inout [GarageEvent]) {
+        let wasStuck = health[input].fault == .stuck
+        if health[input].filtered(active: active, at: at) {
+            recover(input: input, at: at, into: &events)
+        }
+        scheduleHealth(input)
+        guard !wasStuck else { return }
         switch roles[input] {
         case .spot(let s):
             spots[s].change(active: active, at: at, into: &events)
             if let due = spots[s].checkinDeadline { timers.schedule(.checkin(s), at: due) }
-            changedSpots.insert(s)
-            if let level = levelIndex[spots[s].level] { changedLevels.insert(level) }
+            spotChanged(s)
         case .loop(let l, let side):
             let first = events.count
-            lanes[l].change(side, active: active, at: at, input: inputNames[input], into: &events)
-            if let due = lanes[l].stuckDeadline { timers.schedule(.stuck(l), at: due) }
+            lanes[l].change(side, active: active, at: at, into: &events)
             for event in events[first...] {
                 if case .lanePassage(_, let from, let to) = event.kind {
                     move(from: from, to: to, at: event.at, into: &events)
@@ -101,12 +131,51 @@ public struct Garage {
         }
     }
 
+    private mutating func fault(input: Int, reason: FaultReason, at: MonotonicInstant, into events: inout [GarageEvent]) {
+        events.append(GarageEvent(.sensorFault(subject: subject(of: input), input: inputNames[input], reason: reason), at: at))
+        switch roles[input] {
+        case .spot(let s):
+            spots[s].fault()
+            spotChanged(s)
+        case .loop(let l, let side):
+            lanes[l].fault(side)
+            laneLostCount(l)
+        }
+    }
+
+    private mutating func recover(input: Int, at: MonotonicInstant, into events: inout [GarageEvent]) {
+        events.append(GarageEvent(.sensorRecovered(subject: subject(of: input), input: inputNames[input]), at: at))
+        switch roles[input] {
+        case .spot(let s):
+            spots[s].recover(active: filters[input].stable)
+            spotChanged(s)
+        case .loop(let l, let side):
+            lanes[l].recover(side)
+        }
+    }
+
+    private func subject(of input: Int) -> String {
+        switch roles[input] {
+        case .spot(let s): return "spot \(spots[s].id)"
+        case .loop(let l, _): return "lane \(lanes[l].id)"
+        }
+    }
+
+    private mutating func scheduleHealth(_ input: Int) {
+        if let due = health[input].deadline { timers.schedule(.health(input), at: due) }
+    }
+
+    private mutating func spotChanged(_ s: Int) {
+        changedSpots.insert(s)
+        if let level = levelIndex[spots[s].level] { changedLevels.insert(level) }
+    }
+
     private mutating func move(from: String, to: String, at: MonotonicInstant, into events: inout [GarageEvent]) {
         if let f = levelIndex[from] { levels[f].add(-1, at: at, into: &events); changedLevels.insert(f) }
         if let t = levelIndex[to] { levels[t].add(+1, at: at, into: &events); changedLevels.insert(t) }
     }
 
-    /// A stuck lane loses track of what passed: the counts it feeds are unknown until calibrated again.
+    /// A faulted lane loses track of what passed: the counts it feeds are unknown until calibrated again.
     private mutating func laneLostCount(_ lane: Int) {
         for area in [lanes[lane].from, lanes[lane].to] {
             if let l = levelIndex[area], levels[l].count != nil {
@@ -124,6 +193,11 @@ public struct Garage {
         levels[l].calibrate(count)
         changedLevels.insert(l)
         return true
+    }
+
+    /// Every level's lane count (nil: unknown), to persist across restarts.
+    public var laneCounts: [String: Int] {
+        Dictionary(uniqueKeysWithValues: levels.compactMap { level in level.count.map { (level.id, $0) } })
     }
 
     public func spot(_ index: Int) -> SpotSnapshot {

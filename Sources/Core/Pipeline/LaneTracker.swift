@@ -25,9 +25,8 @@ struct LaneTracker {
     let from: String
     let to: String
     let minPresence: Duration
-    let maxPresence: Duration
     private(set) var vehicles: [Vehicle] = []
-    private(set) var loopActiveSince: [MonotonicInstant?] = [nil, nil]
+    /// Loops whose input is faulted: while any is, nothing in the lane is counted.
     private(set) var faulted: [Bool] = [false, false]
 
     init(config: LaneConfig) {
@@ -35,40 +34,18 @@ struct LaneTracker {
         from = config.from
         to = config.to
         minPresence = config.minPresence
-        maxPresence = config.maxPresence
     }
 
     var isFaulted: Bool { faulted[0] || faulted[1] }
 
-    /// When the earliest held loop becomes stuck.
-    var stuckDeadline: MonotonicInstant? {
-        [Side.a, .b].compactMap { side in
-            faulted[side.rawValue] ? nil : loopActiveSince[side.rawValue].map { $0 + maxPresence }
-        }.min()
-    }
-
-    mutating func start(a: Bool, b: Bool, at: MonotonicInstant) {
-        loopActiveSince = [a ? at : nil, b ? at : nil]
-        vehicles = []
-    }
-
-    mutating func change(_ side: Side, active: Bool, at: MonotonicInstant, input: String,
-                         into events: inout [GarageEvent]) {
-        let i = side.rawValue
+    mutating func change(_ side: Side, active: Bool, at: MonotonicInstant, into events: inout [GarageEvent]) {
+        guard !isFaulted else { return }
         if active {
-            loopActiveSince[i] = at
             if let v = vehicles.firstIndex(where: { $0.phase == .onEntry && $0.entry == side.other }) {
                 vehicles[v].phase = .onBoth
             } else {
                 vehicles.append(Vehicle(entry: side, phase: .onEntry, arrived: at))
             }
-            return
-        }
-        loopActiveSince[i] = nil
-        if faulted[i] {
-            faulted[i] = false
-            events.append(GarageEvent(.sensorRecovered(subject: "lane \(id)", input: input), at: at))
-            vehicles.removeAll { $0.occupies(side) }
             return
         }
         guard let v = vehicles.firstIndex(where: { $0.occupies(side) }) else { return }
@@ -89,15 +66,15 @@ struct LaneTracker {
         }
     }
 
-    /// A loop held past `maxPresence`: a fault, and nothing in the lane can be trusted until it clears.
-    mutating func markStuck(now: MonotonicInstant, inputs: (String, String), into events: inout [GarageEvent]) {
-        for side in [Side.a, .b] {
-            let i = side.rawValue
-            guard !faulted[i], let since = loopActiveSince[i], since + maxPresence <= now else { continue }
-            faulted[i] = true
-            vehicles.removeAll()
-            events.append(GarageEvent(.sensorFault(subject: "lane \(id)", input: side == .a ? inputs.0 : inputs.1,
-                                                   reason: .stuck), at: since + maxPresence))
-        }
+    /// A loop can no longer be trusted: forget the vehicles in the lane.
+    mutating func fault(_ side: Side) {
+        faulted[side.rawValue] = true
+        vehicles.removeAll()
+    }
+
+    /// The loop works again; the lane starts afresh.
+    mutating func recover(_ side: Side) {
+        faulted[side.rawValue] = false
+        vehicles.removeAll()
     }
 }

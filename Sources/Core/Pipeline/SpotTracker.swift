@@ -51,6 +51,20 @@ struct SpotTracker {
         }
     }
 
+    /// The sensor cannot be trusted: the spot's occupancy is unknown, never free.
+    mutating func fault() {
+        occupancy = .unknown
+        since = nil
+        checkedIn = false
+    }
+
+    /// The sensor works again and reads `active`; nobody saw when that began.
+    mutating func recover(active: Bool) {
+        occupancy = active ? .occupied : .free
+        since = nil
+        checkedIn = false
+    }
+
     mutating func checkIn(into events: inout [GarageEvent]) {
         guard let due = checkinDeadline, let arrival = since else { return }
         checkedIn = true
