@@ -30,19 +30,33 @@ public final class UplinkSession {
     public var outboxCount: Int { outbox.count }
 
     /// Takes an event into the outbox, and sends it at once when the link is up.
-    public func accept(_ event: EventPayload) {
+    public func accept(_ entry: OutboxEntry) {
         do {
-            let lost = try outbox.append(event)
+            let lost = try outbox.append(entry)
             if !lost.isEmpty {
                 dropped += UInt64(lost.count)
-                Log.warn("outbox full, oldest events dropped", ["count": lost.count, "first_seq": lost[0].seq,
-                                                                 "last_seq": lost[lost.count - 1].seq])
+                Log.warn("outbox full, oldest events dropped", ["count": lost.count, "first_seq": lost[0].event.seq,
+                                                                 "last_seq": lost[lost.count - 1].event.seq])
             }
         } catch {
-            Log.error("outbox write failed, event kept in memory only", ["seq": event.seq, "error": error])
+            Log.error("outbox write failed, event kept in memory only", ["seq": entry.event.seq, "error": error])
         }
         guard connection != nil else { return }
-        send(event)
+        send(entry.event)
+    }
+
+    /// NTP has set the clock: events still waiting get their true wall-clock times.
+    public func correctClock(kernelBoot: String, wallTime: (Int64) -> String) {
+        let pending = outbox.pending
+        let corrected = pending.map { $0.corrected(kernelBoot: kernelBoot, wallTime: wallTime) }
+        let count = zip(pending, corrected).count(where: { $0 != $1 })
+        guard count > 0 else { return }
+        do {
+            try outbox.replaceAll(corrected)
+            Log.info("clock synchronised, waiting events corrected", ["events": count])
+        } catch {
+            Log.error("outbox rewrite failed, events keep their unsynced times", ["error": error])
+        }
     }
 
     /// Records the latest retained state of a topic and publishes it when the link is up.
@@ -59,8 +73,9 @@ public final class UplinkSession {
             inFlight.removeAll()
             rebirth()
             let backlog = outbox.pending
-            if !backlog.isEmpty { Log.info("outbox replay", ["events": backlog.count, "first_seq": backlog[0].seq]) }
-            for var event in backlog {
+            if !backlog.isEmpty { Log.info("outbox replay", ["events": backlog.count, "first_seq": backlog[0].event.seq]) }
+            for entry in backlog {
+                var event = entry.event
                 event.replayed = true
                 send(event)
             }

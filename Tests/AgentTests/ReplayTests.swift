@@ -150,3 +150,36 @@ func isoMilliseconds(_ text: Any?) -> Double? {
         broker.stop()
     }
 }
+
+@Suite(.serialized) struct RestartTests {
+    let prefix = "parkwise/v1/testsite/p2-east"
+
+    /// A restart continues the sequence, counts the start, and keeps the calibrated lane count.
+    @Test func aRestartKeepsSequenceBootAndLaneCounts() throws {
+        let dir = temporaryDirectory()
+        let broker = try Broker()
+        let subscriber = try Subscriber(broker)
+        try subscriber.listen()
+        let arguments = ["run", "--config", try writeGarage(dir), "--replay", try writeTrace(dir), "--speed", "4",
+                         "--broker", broker.url, "--outbox", dir.path + "/outbox"]
+        let first = try Child(agentBinary, arguments)
+        #expect(eventually(15) { subscriber.events().count >= 5 })
+        try publish(broker, prefix + "/cmd/calibrate", #"{"level": "P2", "count": 7}"#)
+        #expect(eventually(5) { subscriber.messages.contains { $0.topic == prefix + "/reply" } })
+        first.signal(SIGTERM)
+        #expect(first.wait(10) == 0)
+
+        let second = try Child(agentBinary, arguments)
+        #expect(eventually(15) { subscriber.events().count >= 10 }, "\(second.stderr)")
+        let events = subscriber.events()
+        #expect(events.map { $0["seq"] as? Int } == Array(1...10))
+        #expect(events.map { $0["boot"] as? Int } == Array(repeating: 1, count: 5) + Array(repeating: 2, count: 5))
+        // 7 calibrated before the restart, plus the ramp passage replayed after it.
+        #expect(eventually(5) {
+            (try? retainedMessages(broker, prefix + "/state/level/P2"))?.first?.json["lane_count"] as? Int == 8
+        })
+        second.signal(SIGTERM)
+        #expect(second.wait(10) == 0)
+        subscriber.stop()
+    }
+}

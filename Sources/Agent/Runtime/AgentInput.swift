@@ -6,6 +6,8 @@ enum AgentInput: Sendable {
     case lines([LineChange])
     /// A garage timer may be due.
     case tick
+    /// Every few seconds: has NTP set the clock?
+    case housekeeping
     case uplink(UplinkEvent)
     /// A simulation or trace has no more line changes.
     case sourceFinished

@@ -26,6 +26,8 @@ final class AgentRuntime {
     private let continuation: AsyncStream<AgentInput>.Continuation
     private var events: [GarageEvent] = []
     private var timer: (due: MonotonicInstant, task: Task<Void, Never>)?
+    private var clockSynced = false
+    private var housekeeping: Task<Void, Never>?
 
     init(config: AgentConfig, source: LineSource, clock: AgentClock, credentials: Credentials?, options: Options) {
         self.config = config
@@ -33,10 +35,11 @@ final class AgentRuntime {
         self.clock = clock
         self.source = source
         garage = Garage(config: config)
-        stamper = EventStamper(counters: DeviceCounters(directory: config.outbox.path), clock: clock)
+        stamper = EventStamper(state: DeviceState(directory: config.outbox.path), clock: clock,
+                               kernelBoot: EventStamper.readKernelBoot())
         topics = Topics(site: config.site, device: config.device)
         (inputs, continuation) = AsyncStream.makeStream(of: AgentInput.self)
-        let offline = WireJSON.encode(StatusPayload(state: "offline", boot: stamper.counters.boot))
+        let offline = WireJSON.encode(StatusPayload(state: "offline", boot: stamper.state.boot))
         let settings = LinkSettings(
             brokers: config.mqtt.brokers.map { .init(host: $0.host, port: $0.port, tls: $0.tls) },
             clientID: "parkwise-\(config.site)-\(config.device)",
@@ -46,7 +49,7 @@ final class AgentRuntime {
         let continuation = self.continuation
         link = MQTTLink(settings: settings) { continuation.yield(.uplink($0)) }
         let birth = StatusPayload(state: "online", version: AgentVersion.current, configHash: options.configHash,
-                                  boot: stamper.counters.boot, since: stamper.wallTime(clock.now()))
+                                  boot: stamper.state.boot, since: stamper.wallTime(clock.now()))
         session = UplinkSession(link: link, topics: topics,
                                 outbox: MemoryOutbox(capacity: config.outbox.capacity), birth: birth)
     }
@@ -61,13 +64,22 @@ final class AgentRuntime {
         if case .simulator = source {
             // The simulated garage starts empty: its lane counts are known from the first minute.
             for level in config.levels { _ = garage.calibrate(level: level.id, count: 0) }
+        } else {
+            for (level, count) in stamper.state.laneCounts { _ = garage.calibrate(level: level, count: count) }
         }
+        clockSynced = stamper.clockSynchronized
         publishChangedStates()
         link.start()
         let stopSource = source.start(clock: clock, into: continuation)
         Log.info("agent running", ["site": config.site, "device": config.device, "lanes": config.lanes.count,
-                                   "spots": config.spots.count, "boot": stamper.counters.boot])
+                                   "spots": config.spots.count, "boot": stamper.state.boot])
         scheduleTimer()
+        housekeeping = Task { [continuation] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(5))
+                continuation.yield(.housekeeping)
+            }
+        }
         for await input in inputs {
             switch input {
             case .lines(let changes):
@@ -77,6 +89,8 @@ final class AgentRuntime {
                 timer = nil
                 garage.advance(to: clock.now(), into: &events)
                 flush()
+            case .housekeeping:
+                checkClock()
             case .uplink(let event):
                 session.handle(event)
                 if case .message(let topic, let payload) = event { command(topic: topic, payload: payload) }
@@ -94,6 +108,7 @@ final class AgentRuntime {
     private func stop() async -> Int32 {
         Log.info("stopping", ["outbox": session.outboxCount])
         timer?.task.cancel()
+        housekeeping?.cancel()
         garage.advance(to: clock.now(), into: &events)
         flush()
         session.sayOffline()
@@ -110,7 +125,7 @@ final class AgentRuntime {
                 case .tick:
                     Log.warn("broker did not acknowledge everything before stopping", ["outbox": session.outboxCount])
                     break waiting
-                case .lines, .sourceFinished, .stop:
+                case .lines, .sourceFinished, .stop, .housekeeping:
                     continue
                 }
             }
@@ -124,15 +139,31 @@ final class AgentRuntime {
 
     // MARK: - Events and states out
 
+    /// Stamps the garage's new events, saves the device state (sequence, lane counts) before any
+    /// of them leaves, hands them to the uplink, and publishes the states they changed.
     private func flush() {
-        for event in events {
-            let payload = stamper.stamp(event)
-            Log.debug("event", ["type": payload.type, "seq": payload.seq])
-            session.accept(payload)
-        }
+        checkClock()
+        let entries = events.map { stamper.stamp($0, synced: clockSynced) }
         events.removeAll(keepingCapacity: true)
+        stamper.state.setLaneCounts(garage.laneCounts)
+        stamper.state.save()
+        for entry in entries {
+            Log.debug("event", ["type": entry.event.type, "seq": entry.event.seq])
+            session.accept(entry)
+        }
         publishChangedStates()
         scheduleTimer()
+    }
+
+    /// When NTP sets the clock, events still waiting get their true times.
+    private func checkClock() {
+        let synced = stamper.clockSynchronized
+        defer { clockSynced = synced }
+        guard synced && !clockSynced else { return }
+        let stamper = self.stamper
+        session.correctClock(kernelBoot: stamper.kernelBoot) { ns in
+            stamper.wallTime(MonotonicInstant(nanoseconds: ns))
+        }
     }
 
     private func publishChangedStates() {
@@ -170,6 +201,8 @@ final class AgentRuntime {
         Log.info("command", ["name": name, "ok": reply.ok])
         session.publishReply(topic: topics.reply, payload: WireJSON.encode(reply))
         if reply.ok && name == "rebirth" { session.rebirth() }
+        stamper.state.setLaneCounts(garage.laneCounts)
+        stamper.state.save()
         publishChangedStates()
     }
 }

@@ -1,35 +1,42 @@
 import FoundationEssentials
 import ParkWiseContract
 import ParkWiseCore
+import Uplink
 
 /// Gives each garage event its identity on the wire: UUID, sequence number, boot, wall time and
 /// clock quality.
 struct EventStamper {
-    var counters: DeviceCounters
+    var state: DeviceState
     let clock: AgentClock
+    let kernelBoot: String
 
     func wallTime(_ instant: MonotonicInstant) -> String {
         WireTime.format(unixNanoseconds: clock.wallNanoseconds(at: instant))
     }
 
-    mutating func stamp(_ event: GarageEvent) -> EventPayload {
-        let synced = clock.isScaled || AgentClock.wallClockSynchronized()
-        var p = EventPayload(id: UUID().uuidString.lowercased(), seq: counters.nextSeq(), boot: counters.boot,
+    /// The wall-clock quality now: simulated time is as good as its start.
+    var clockSynchronized: Bool { clock.isScaled || AgentClock.wallClockSynchronized() }
+
+    mutating func stamp(_ event: GarageEvent, synced: Bool) -> OutboxEntry {
+        var p = EventPayload(id: UUID().uuidString.lowercased(), seq: state.nextSeq(), boot: state.boot,
                              type: event.type, at: wallTime(event.at), clock: synced ? "synced" : "unsynced")
+        var arrival: MonotonicInstant?
         switch event.kind {
         case .spotOccupied(let spot, let level), .spotVacated(let spot, let level):
             p.spot = spot
             p.level = level
-        case .spotCheckin(let spot, let level, let arrival):
+        case .spotCheckin(let spot, let level, let arrived):
             p.spot = spot
             p.level = level
-            p.arrival = wallTime(arrival)
-        case .spotCheckout(let spot, let level, let arrival):
+            p.arrival = wallTime(arrived)
+            arrival = arrived
+        case .spotCheckout(let spot, let level, let arrived):
             p.spot = spot
             p.level = level
-            p.arrival = wallTime(arrival)
+            p.arrival = wallTime(arrived)
             p.departure = wallTime(event.at)
-            p.staySeconds = Double((event.at - arrival).milliseconds) / 1000
+            p.staySeconds = Double((event.at - arrived).milliseconds) / 1000
+            arrival = arrived
         case .lanePassage(let lane, let from, let to):
             p.lane = lane
             p.from = from
@@ -48,7 +55,14 @@ struct EventStamper {
             p.counted = counted
             p.clampedTo = clampedTo
         }
-        return p
+        return OutboxEntry(event: p, atMonotonic: event.at.nanoseconds, arrivalMonotonic: arrival?.nanoseconds,
+                           kernelBoot: kernelBoot)
+    }
+
+    /// This kernel boot's id: monotonic instants are comparable only within it.
+    static func readKernelBoot() -> String {
+        DurableFile.read(path: "/proc/sys/kernel/random/boot_id")
+            .map { String(decoding: $0, as: UTF8.self).filter { !$0.isWhitespace } } ?? "unknown"
     }
 
     func spotState(_ s: SpotSnapshot) -> SpotStatePayload {

@@ -1,0 +1,74 @@
+import Glibc
+import FoundationEssentials
+import ParkWiseLog
+import Uplink
+
+/// What must survive a restart beside the outbox: the start counter (`boot`), the last event
+/// sequence number (so `seq` only ever increases) and the levels' lane counts (so a restart neither
+/// forgets a calibration nor counts a vehicle twice). Saved before the events it covers are sent.
+struct DeviceState {
+    private(set) var boot: UInt64 = 0
+    private(set) var seq: UInt64 = 0
+    private(set) var laneCounts: [String: Int] = [:]
+    private var saved: Stored?
+    let path: String?
+
+    private struct Stored: Codable, Equatable {
+        var boot: UInt64
+        var seq: UInt64
+        var laneCounts: [String: Int]?
+        enum CodingKeys: String, CodingKey { case boot, seq, laneCounts = "lane_counts" }
+    }
+
+    /// Loads the state and counts this start. Without a usable directory it keeps it in memory.
+    init(directory: String) {
+        if let problem = DurableFile.makeDirectory(directory) {
+            Log.error("state directory unusable, sequence numbers restart at 1", ["dir": directory, "error": problem])
+            path = nil
+        } else {
+            path = directory + "/device-state.json"
+        }
+        if let path, let bytes = DurableFile.read(path: path) {
+            if let stored = try? JSONDecoder().decode(Stored.self, from: Data(bytes)) {
+                boot = stored.boot
+                seq = stored.seq
+                laneCounts = stored.laneCounts ?? [:]
+            } else {
+                Log.error("device state unreadable, kept aside; sequence numbers restart", ["path": path])
+                _ = rename(path, path + ".corrupt")
+            }
+        }
+        boot += 1
+        save()
+    }
+
+    mutating func nextSeq() -> UInt64 {
+        seq += 1
+        return seq
+    }
+
+    /// Never below what an outbox on disk already holds.
+    mutating func atLeast(seq floor: UInt64) {
+        seq = max(seq, floor)
+    }
+
+    mutating func setLaneCounts(_ counts: [String: Int]) {
+        laneCounts = counts
+    }
+
+    /// Writes the state if it changed (temp file, fsync, rename).
+    mutating func save() {
+        let stored = Stored(boot: boot, seq: seq, laneCounts: laneCounts)
+        guard let path, stored != saved else { return }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        let bytes = Array((try? encoder.encode(stored)) ?? Data())
+        if let error = DurableFile.replace(path: path, with: bytes) {
+            Log.error("cannot save device state", ["path": path, "error": error])
+        } else {
+            saved = stored
+        }
+    }
+}
+
+private func rename(_ from: String, _ to: String) -> Int32 { Glibc.rename(from, to) }

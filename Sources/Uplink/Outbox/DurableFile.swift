@@ -1,0 +1,58 @@
+import Glibc
+
+/// Whole-file writes that survive a power cut: the file holds either the old or the new bytes.
+public enum DurableFile {
+    /// Writes a temp file, fsyncs it, renames it over `path`, fsyncs the directory.
+    /// Returns what failed, or nil.
+    public static func replace(path: String, with bytes: [UInt8]) -> String? {
+        let temp = path + ".tmp"
+        let fd = open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { return "open \(temp): \(errnoText())" }
+        let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        let writeErrno = errno
+        let synced = fsync(fd) == 0
+        close(fd)
+        guard written == bytes.count else { errno = writeErrno; unlink(temp); return "write \(temp): \(errnoText())" }
+        guard synced else { unlink(temp); return "fsync \(temp): \(errnoText())" }
+        guard rename(temp, path) == 0 else { return "rename \(temp): \(errnoText())" }
+        syncDirectory(of: path)
+        return nil
+    }
+
+    /// Makes a rename or a new file in the directory durable.
+    public static func syncDirectory(of path: String) {
+        let directory = path.lastIndex(of: "/").map { String(path[..<$0]) }.map { $0.isEmpty ? "/" : $0 } ?? "."
+        let dir = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if dir >= 0 {
+            fsync(dir)
+            close(dir)
+        }
+    }
+
+    /// The whole file, or nil when it does not exist or cannot be read.
+    public static func read(path: String) -> [UInt8]? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { return n == 0 ? bytes : nil }
+            bytes.append(contentsOf: chunk[..<n])
+        }
+    }
+
+    /// Creates a directory and its parents (mode 0750). Returns what failed, or nil.
+    public static func makeDirectory(_ path: String) -> String? {
+        var current = path.hasPrefix("/") ? "" : "."
+        for part in path.split(separator: "/") {
+            current += "/" + part
+            if mkdir(current, 0o750) != 0 && errno != EEXIST { return "mkdir \(current): \(errnoText())" }
+        }
+        return nil
+    }
+
+    public static func errnoText() -> String { String(cString: strerror(errno)) + " (errno \(errno))" }
+}
