@@ -29,6 +29,10 @@ public struct EventPayload: Codable, Sendable, Hashable {
     public var reason: String?
     public var counted: Int?
     public var clampedTo: Int?
+    /// `outbox.dropped`: how many events a full outbox gave up, and the range of their seqs.
+    public var dropped: Int?
+    public var firstSeq: UInt64?
+    public var lastSeq: UInt64?
 
     public init(id: String, seq: UInt64, boot: UInt64, type: String, at: String, clock: String) {
         self.id = id
@@ -42,6 +46,7 @@ public struct EventPayload: Codable, Sendable, Hashable {
     enum CodingKeys: String, CodingKey {
         case id, seq, boot, type, at, clock, replayed, spot, level, lane, from, to, arrival, departure
         case staySeconds = "stay_s", subject, input, reason, counted, clampedTo = "clamped_to"
+        case dropped, firstSeq = "first_seq", lastSeq = "last_seq"
     }
 }
 

@@ -17,7 +17,6 @@ public final class UplinkSession {
     private var connection: UInt64?
     private var inFlight: [Int32: Sent] = [:]
     private var offlineStatusAcked = false
-    public private(set) var dropped: UInt64 = 0
 
     public init(link: MQTTLink, topics: Topics, outbox: any Outbox, birth: StatusPayload) {
         self.link = link
@@ -30,19 +29,31 @@ public final class UplinkSession {
     public var outboxCount: Int { outbox.count }
 
     /// Takes an event into the outbox, and sends it at once when the link is up.
-    public func accept(_ entry: OutboxEntry) {
-        do {
-            let lost = try outbox.append(entry)
-            if !lost.isEmpty {
-                dropped += UInt64(lost.count)
-                Log.warn("outbox full, oldest events dropped", ["count": lost.count, "first_seq": lost[0].event.seq,
-                                                                 "last_seq": lost[lost.count - 1].event.seq])
-            }
-        } catch {
-            Log.error("outbox write failed, event kept in memory only", ["seq": entry.event.seq, "error": error])
+    /// Returns the events the full outbox gave up for it (the caller announces them).
+    @discardableResult
+    public func accept(_ entry: OutboxEntry) -> [OutboxEntry] {
+        let (lost, failure) = outbox.append(entry)
+        note(failure)
+        if !lost.isEmpty {
+            Log.warn("outbox full, events dropped", ["count": lost.count, "seqs": lost.map { "\($0.event.seq)" }
+                .joined(separator: ",")])
         }
-        guard connection != nil else { return }
-        send(entry.event)
+        if connection != nil { send(entry.event) }
+        return lost
+    }
+
+    /// What is wrong with the outbox's disk now (nil: nothing). Changes are logged once.
+    public private(set) var outboxProblem: String?
+
+    private func note(_ failure: UplinkError?) {
+        let problem = failure?.message
+        guard problem != outboxProblem else { return }
+        if let problem {
+            Log.error("outbox cannot write to disk, events kept in memory", ["error": problem])
+        } else {
+            Log.info("outbox writes to disk again")
+        }
+        outboxProblem = problem
     }
 
     /// NTP has set the clock: events still waiting get their true wall-clock times.
@@ -51,12 +62,8 @@ public final class UplinkSession {
         let corrected = pending.map { $0.corrected(kernelBoot: kernelBoot, wallTime: wallTime) }
         let count = zip(pending, corrected).count(where: { $0 != $1 })
         guard count > 0 else { return }
-        do {
-            try outbox.replaceAll(corrected)
-            Log.info("clock synchronised, waiting events corrected", ["events": count])
-        } catch {
-            Log.error("outbox rewrite failed, events keep their unsynced times", ["error": error])
-        }
+        note(outbox.replaceAll(corrected))
+        Log.info("clock synchronised, waiting events corrected", ["events": count])
     }
 
     /// Records the latest retained state of a topic and publishes it when the link is up.
@@ -88,9 +95,7 @@ public final class UplinkSession {
             guard connection == number, let sent = inFlight.removeValue(forKey: mid) else { return }
             switch sent {
             case .event(let seq):
-                do { try outbox.remove(seq: seq) } catch {
-                    Log.error("outbox update failed", ["seq": seq, "error": error])
-                }
+                note(outbox.remove(seq: seq))
             case .status:
                 offlineStatusAcked = true
             case .state:

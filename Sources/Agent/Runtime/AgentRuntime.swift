@@ -50,9 +50,25 @@ final class AgentRuntime {
         link = MQTTLink(settings: settings) { continuation.yield(.uplink($0)) }
         let birth = StatusPayload(state: "online", version: AgentVersion.current, configHash: options.configHash,
                                   boot: stamper.state.boot, since: stamper.wallTime(clock.now()))
-        session = UplinkSession(link: link, topics: topics,
-                                outbox: MemoryOutbox(capacity: config.outbox.capacity), birth: birth)
+        let outbox: any Outbox
+        do {
+            let (durable, problems) = try DurableOutbox.open(directory: config.outbox.path, capacity: config.outbox.capacity)
+            outbox = durable
+            for problem in problems { Log.warn("outbox repaired at start", ["problem": problem]) }
+            startProblems = problems.filter { $0.contains("damaged") }
+            stamper.state.atLeast(seq: durable.pending.map(\.event.seq).max() ?? 0)
+        } catch {
+            Log.error("outbox unusable, events kept in memory only", ["dir": config.outbox.path, "error": error])
+            outbox = MemoryOutbox(capacity: config.outbox.capacity)
+            startProblems = [error.message]
+        }
+        session = UplinkSession(link: link, topics: topics, outbox: outbox, birth: birth)
     }
+
+    /// Outbox trouble found while opening it, announced as fault events once running.
+    private var startProblems: [String]
+    /// The outbox problem last announced.
+    private var announcedProblem: String?
 
     /// The stream's continuation, for signal handlers.
     var stopper: AsyncStream<AgentInput>.Continuation { continuation }
@@ -68,6 +84,8 @@ final class AgentRuntime {
             for (level, count) in stamper.state.laneCounts { _ = garage.calibrate(level: level, count: count) }
         }
         clockSynced = stamper.clockSynchronized
+        for problem in startProblems { deviceEvent("outbox.fault") { $0.reason = problem } }
+        flush()
         publishChangedStates()
         link.start()
         let stopSource = source.start(clock: clock, into: continuation)
@@ -93,7 +111,11 @@ final class AgentRuntime {
                 checkClock()
             case .uplink(let event):
                 session.handle(event)
-                if case .message(let topic, let payload) = event { command(topic: topic, payload: payload) }
+                switch event {
+                case .message(let topic, let payload): command(topic: topic, payload: payload)
+                case .connected: if stamper.state.drops != nil { flush() }
+                default: break
+                }
             case .sourceFinished:
                 Log.info("trace finished, agent keeps running until stopped")
             case .stop:
@@ -141,18 +163,54 @@ final class AgentRuntime {
 
     /// Stamps the garage's new events, saves the device state (sequence, lane counts) before any
     /// of them leaves, hands them to the uplink, and publishes the states they changed.
-    private func flush() {
+    private func flush(announcing: Bool = true) {
         checkClock()
-        let entries = events.map { stamper.stamp($0, synced: clockSynced) }
+        let entries = events.map { stamper.stamp($0, synced: clockSynced) } + deviceEvents
         events.removeAll(keepingCapacity: true)
+        deviceEvents.removeAll()
         stamper.state.setLaneCounts(garage.laneCounts)
         stamper.state.save()
+        var lost: [UInt64] = []
         for entry in entries {
             Log.debug("event", ["type": entry.event.type, "seq": entry.event.seq])
-            session.accept(entry)
+            lost += session.accept(entry).map(\.event.seq)
         }
+        if !lost.isEmpty {
+            stamper.state.addDrops(lost)
+            stamper.state.save()
+        }
+        if session.outboxProblem != announcedProblem {
+            if let problem = session.outboxProblem {
+                deviceEvent("outbox.fault") { $0.reason = problem }
+            } else {
+                deviceEvent("outbox.recovered") { _ in }
+            }
+            announcedProblem = session.outboxProblem
+        }
+        // Once per flush: an announcement that itself overflows the outbox is announced next time.
+        if announcing && session.isConnected { announceDrops() }
+        if announcing && !deviceEvents.isEmpty { return flush(announcing: false) }
         publishChangedStates()
         scheduleTimer()
+    }
+
+    /// Events about the device itself, sent with the next flush.
+    private var deviceEvents: [OutboxEntry] = []
+
+    private func deviceEvent(_ type: String, _ fill: (inout EventPayload) -> Void) {
+        deviceEvents.append(stamper.stampDevice(type: type, at: clock.now(), synced: clockSynced, fill))
+    }
+
+    /// Declares the events a full outbox gave up, so the backend sees a gap it can explain.
+    private func announceDrops() {
+        guard let drops = stamper.state.drops else { return }
+        Log.warn("announcing dropped events", ["count": drops.count, "first_seq": drops.firstSeq, "last_seq": drops.lastSeq])
+        deviceEvent("outbox.dropped") {
+            $0.dropped = drops.count
+            $0.firstSeq = drops.firstSeq
+            $0.lastSeq = drops.lastSeq
+        }
+        stamper.state.clearDrops()
     }
 
     /// When NTP sets the clock, events still waiting get their true times.

@@ -10,14 +10,24 @@ struct DeviceState {
     private(set) var boot: UInt64 = 0
     private(set) var seq: UInt64 = 0
     private(set) var laneCounts: [String: Int] = [:]
+    /// Events the full outbox gave up and no event has announced yet.
+    private(set) var drops: Drops?
     private var saved: Stored?
     let path: String?
+
+    struct Drops: Codable, Equatable {
+        var count: Int
+        var firstSeq: UInt64
+        var lastSeq: UInt64
+        enum CodingKeys: String, CodingKey { case count, firstSeq = "first_seq", lastSeq = "last_seq" }
+    }
 
     private struct Stored: Codable, Equatable {
         var boot: UInt64
         var seq: UInt64
         var laneCounts: [String: Int]?
-        enum CodingKeys: String, CodingKey { case boot, seq, laneCounts = "lane_counts" }
+        var drops: Drops?
+        enum CodingKeys: String, CodingKey { case boot, seq, laneCounts = "lane_counts", drops = "unannounced_drops" }
     }
 
     /// Loads the state and counts this start. Without a usable directory it keeps it in memory.
@@ -33,6 +43,7 @@ struct DeviceState {
                 boot = stored.boot
                 seq = stored.seq
                 laneCounts = stored.laneCounts ?? [:]
+                drops = stored.drops
             } else {
                 Log.error("device state unreadable, kept aside; sequence numbers restart", ["path": path])
                 _ = rename(path, path + ".corrupt")
@@ -56,9 +67,25 @@ struct DeviceState {
         laneCounts = counts
     }
 
+    mutating func addDrops(_ seqs: [UInt64]) {
+        guard let low = seqs.min(), let high = seqs.max() else { return }
+        if var d = drops {
+            d.count += seqs.count
+            d.firstSeq = min(d.firstSeq, low)
+            d.lastSeq = max(d.lastSeq, high)
+            drops = d
+        } else {
+            drops = Drops(count: seqs.count, firstSeq: low, lastSeq: high)
+        }
+    }
+
+    mutating func clearDrops() {
+        drops = nil
+    }
+
     /// Writes the state if it changed (temp file, fsync, rename).
     mutating func save() {
-        let stored = Stored(boot: boot, seq: seq, laneCounts: laneCounts)
+        let stored = Stored(boot: boot, seq: seq, laneCounts: laneCounts, drops: drops)
         guard let path, stored != saved else { return }
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys

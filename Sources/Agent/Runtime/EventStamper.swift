@@ -59,6 +59,15 @@ struct EventStamper {
                            kernelBoot: kernelBoot)
     }
 
+    /// An event about the device itself (its outbox), not about the garage.
+    mutating func stampDevice(type: String, at instant: MonotonicInstant, synced: Bool,
+                              _ fill: (inout EventPayload) -> Void) -> OutboxEntry {
+        var p = EventPayload(id: UUID().uuidString.lowercased(), seq: state.nextSeq(), boot: state.boot,
+                             type: type, at: wallTime(instant), clock: synced ? "synced" : "unsynced")
+        fill(&p)
+        return OutboxEntry(event: p, atMonotonic: instant.nanoseconds, arrivalMonotonic: nil, kernelBoot: kernelBoot)
+    }
+
     /// This kernel boot's id: monotonic instants are comparable only within it.
     static func readKernelBoot() -> String {
         DurableFile.read(path: "/proc/sys/kernel/random/boot_id")

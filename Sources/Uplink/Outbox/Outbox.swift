@@ -1,18 +1,20 @@
 import ParkWiseContract
 
 /// Events accepted but not yet acknowledged by the broker, oldest first. An event leaves only on
-/// its PUBACK. Bounded: when full, the oldest event is dropped and counted, never silently.
+/// its PUBACK. Bounded: when full, `OverflowPolicy` picks the event to give up, and the caller
+/// announces every drop (never a silent gap).
 public protocol Outbox {
     var capacity: Int { get }
     var count: Int { get }
     /// Oldest first.
     var pending: [OutboxEntry] { get }
-    /// Stores the event before it counts as accepted. Returns events dropped to make room.
-    mutating func append(_ entry: OutboxEntry) throws(UplinkError) -> [OutboxEntry]
+    /// Stores the event before it counts as accepted. Returns the events dropped to make room, and
+    /// what failed if it could not be stored on disk (it is then kept in memory).
+    mutating func append(_ entry: OutboxEntry) -> (dropped: [OutboxEntry], failure: UplinkError?)
     /// Removes the event with this sequence number after the broker acknowledged it.
-    mutating func remove(seq: UInt64) throws(UplinkError)
+    mutating func remove(seq: UInt64) -> UplinkError?
     /// Replaces every pending entry (same events, in the same order, e.g. with corrected times).
-    mutating func replaceAll(_ entries: [OutboxEntry]) throws(UplinkError)
+    mutating func replaceAll(_ entries: [OutboxEntry]) -> UplinkError?
 }
 
 /// The outbox held in memory only: lost with the process.
@@ -25,19 +27,22 @@ public struct MemoryOutbox: Outbox {
     public var count: Int { events.count }
     public var pending: [OutboxEntry] { events }
 
-    public mutating func append(_ entry: OutboxEntry) throws(UplinkError) -> [OutboxEntry] {
+    public mutating func append(_ entry: OutboxEntry) -> (dropped: [OutboxEntry], failure: UplinkError?) {
         events.append(entry)
-        guard events.count > capacity else { return [] }
-        let dropped = Array(events.prefix(events.count - capacity))
-        events.removeFirst(dropped.count)
-        return dropped
+        var dropped: [OutboxEntry] = []
+        while events.count > capacity {
+            dropped.append(events.remove(at: OverflowPolicy.victim(in: events)))
+        }
+        return (dropped, nil)
     }
 
-    public mutating func remove(seq: UInt64) throws(UplinkError) {
+    public mutating func remove(seq: UInt64) -> UplinkError? {
         if let i = events.firstIndex(where: { $0.event.seq == seq }) { events.remove(at: i) }
+        return nil
     }
 
-    public mutating func replaceAll(_ entries: [OutboxEntry]) throws(UplinkError) {
+    public mutating func replaceAll(_ entries: [OutboxEntry]) -> UplinkError? {
         events = entries
+        return nil
     }
 }

@@ -1,0 +1,100 @@
+/// The outbox on disk (`outbox.log` in the outbox directory): an event is written and synced
+/// before it counts as accepted, and leaves the file only after the broker's PUBACK. At most
+/// `capacity` events are pending on disk at any moment; removed events' records are compacted
+/// away once they are as many as the capacity. If the disk fails (full, read-only), events stay
+/// in memory and the failure is reported; nothing already accepted is lost while the agent runs.
+public struct DurableOutbox: Outbox {
+    public let capacity: Int
+    private var entries: [OutboxEntry]
+    private let log: OutboxLog
+    /// Records in the file that no longer stand for a pending event.
+    private var deadRecords: Int
+    /// A write failed: some events are in memory only, until a rewrite puts them all on disk.
+    private var degraded = false
+
+    /// Opens the outbox in `directory`. `problems` tells what had to be repaired at start.
+    public static func open(directory: String, capacity: Int) throws(UplinkError) -> (DurableOutbox, problems: [String]) {
+        if let problem = DurableFile.makeDirectory(directory) {
+            throw UplinkError(.outbox, "cannot create outbox directory: \(problem)")
+        }
+        let (log, loaded) = try OutboxLog.open(path: directory + "/outbox.log")
+        var outbox = DurableOutbox(capacity: capacity, entries: loaded.entries, log: log,
+                                   deadRecords: loaded.records - loaded.entries.count)
+        var problems = loaded.problems
+        if outbox.entries.count > capacity {
+            problems.append("outbox held \(outbox.entries.count) events for a capacity of \(capacity): oldest dropped")
+            outbox.entries.removeFirst(outbox.entries.count - capacity)
+            try outbox.compact()
+        }
+        return (outbox, problems)
+    }
+
+    private init(capacity: Int, entries: [OutboxEntry], log: OutboxLog, deadRecords: Int) {
+        self.capacity = capacity
+        self.entries = entries
+        self.log = log
+        self.deadRecords = deadRecords
+    }
+
+    public var count: Int { entries.count }
+    public var pending: [OutboxEntry] { entries }
+
+    public mutating func append(_ entry: OutboxEntry) -> (dropped: [OutboxEntry], failure: UplinkError?) {
+        entries.append(entry)
+        var dropped: [OutboxEntry] = []
+        while entries.count > capacity {
+            dropped.append(entries.remove(at: OverflowPolicy.victim(in: entries)))
+        }
+        // The drops and the new event reach the disk together, with one sync.
+        let records = dropped.map { OutboxLog.Record(del: $0.event.seq) } + [OutboxLog.Record(add: entry)]
+        return (dropped, write { (log) throws(UplinkError) in try log.append(records, sync: true) } ?? settle(dead: 2 * dropped.count))
+    }
+
+    public mutating func remove(seq: UInt64) -> UplinkError? {
+        guard let i = entries.firstIndex(where: { $0.event.seq == seq }) else { return nil }
+        entries.remove(at: i)
+        // Not synced: a removal lost in a crash only means the event is sent once more (same id).
+        return write { (log) throws(UplinkError) in try log.append([OutboxLog.Record(del: seq)], sync: false) } ?? settle(dead: 2)
+    }
+
+    public mutating func replaceAll(_ replacement: [OutboxEntry]) -> UplinkError? {
+        entries = replacement
+        return write { (log) throws(UplinkError) in try log.rewrite(replacement) } ?? settle(dead: -deadRecords)
+    }
+
+    /// Runs a write; on failure the outbox is degraded (memory holds what the disk misses).
+    private mutating func write(_ body: (OutboxLog) throws(UplinkError) -> Void) -> UplinkError? {
+        if degraded {
+            // Put everything on disk again before anything else.
+            do { try log.rewrite(entries) } catch { return error }
+            degraded = false
+            deadRecords = 0
+            return nil
+        }
+        do { try body(log) } catch {
+            degraded = true
+            return error
+        }
+        return nil
+    }
+
+    /// Counts records made dead by a successful write, and compacts when they are many.
+    private mutating func settle(dead: Int) -> UplinkError? {
+        deadRecords += dead
+        guard deadRecords >= capacity else { return nil }
+        do { try compact() } catch {
+            degraded = true
+            return error
+        }
+        return nil
+    }
+
+    private mutating func compactIfDue() throws(UplinkError) {
+        if deadRecords >= capacity { try compact() }
+    }
+
+    private mutating func compact() throws(UplinkError) {
+        try log.rewrite(entries)
+        deadRecords = 0
+    }
+}

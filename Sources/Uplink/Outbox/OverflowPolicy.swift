@@ -1,0 +1,31 @@
+import ParkWiseContract
+
+/// Which event a full outbox gives up, so that no subject's latest state is ever lost: first the
+/// oldest event that a newer event about the same spot, lane input or level supersedes (an
+/// occupancy change followed by a later one, a fault followed by its recovery, ...), and only when
+/// there is none, the oldest event of all. Passages, check-ins and check-outs are facts a backend
+/// counts and bills: they are never superseded, only dropped last, oldest first.
+public enum OverflowPolicy {
+    /// Index of the event to drop from `events` (oldest first).
+    public static func victim(in events: [OutboxEntry]) -> Int {
+        var newest: [String: Int] = [:]
+        for (i, entry) in events.enumerated() {
+            if let key = supersedeKey(entry.event) { newest[key] = i }
+        }
+        for (i, entry) in events.enumerated() {
+            if let key = supersedeKey(entry.event), let last = newest[key], last > i { return i }
+        }
+        return 0
+    }
+
+    /// Events with the same key say the same kind of thing about the same subject; the newest wins.
+    static func supersedeKey(_ e: EventPayload) -> String? {
+        switch e.type {
+        case "spot.occupied", "spot.vacated": return e.spot.map { "spot:\($0)" }
+        case "sensor.fault", "sensor.recovered": return "health:\(e.subject ?? ""):\(e.input ?? "")"
+        case "level.drift": return e.level.map { "drift:\($0)" }
+        case "lane.aborted": return e.lane.map { "aborted:\($0)" }
+        default: return nil
+        }
+    }
+}
