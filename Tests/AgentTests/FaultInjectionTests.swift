@@ -1,0 +1,209 @@
+import Foundation
+import Testing
+
+/// Eight spots with no debounce, so every line change in a trace is one event.
+func writeBusyGarage(_ dir: URL, capacity: Int = 200, keepalive: String = "30s") throws -> String {
+    let path = dir.appendingPathComponent("busy.yaml").path
+    var yaml = """
+    site: testsite
+    device: busy
+    board: simulated
+    mqtt: { keepalive: \(keepalive) }
+    outbox: { capacity: \(capacity) }
+    levels: [ { id: P1, capacity: 20 } ]
+    spots:
+
+    """
+    for s in 1...8 {
+        yaml += "  - { id: P1-A-0\(s), input: GPIO\(s + 1), delayed_on: 0, delayed_off: 0, chatter_limit: 10000, checkin_after: 1d }\n"
+    }
+    try yaml.write(toFile: path, atomically: true, encoding: .utf8)
+    return path
+}
+
+/// `count` alternating changes spread over the eight spots, `every` ms apart.
+func busyTrace(_ dir: URL, count: Int, every: Int = 10, name: String = "busy.jsonl") throws -> (path: String, final: [String: String]) {
+    var lines: [String] = []
+    var level = Array(repeating: false, count: 8)
+    for i in 0..<count {
+        let s = i % 8
+        level[s].toggle()
+        lines.append("{\"t_ms\": \(i * every), \"input\": \"GPIO\(s + 2)\", \"value\": \(level[s] ? 1 : 0)}")
+    }
+    let path = dir.appendingPathComponent(name).path
+    try lines.joined(separator: "\n").write(toFile: path, atomically: true, encoding: .utf8)
+    var final: [String: String] = [:]
+    for s in 0..<8 { final["P1-A-0\(s + 1)"] = level[s] ? "occupied" : "free" }
+    return (path, final)
+}
+
+/// Checks the at-least-once, in-order contract on what a subscriber saw: seq increases in order of
+/// first arrival, and a seq seen twice always has the same id.
+func checkDelivery(_ events: [[String: Any]], sourceLocation: SourceLocation = #_sourceLocation) -> [Int: String] {
+    var idBySeq: [Int: String] = [:]
+    var firstArrival: [Int] = []
+    for e in events {
+        guard let seq = e["seq"] as? Int, let id = e["id"] as? String else {
+            Issue.record("event without seq or id", sourceLocation: sourceLocation)
+            continue
+        }
+        if let known = idBySeq[seq] {
+            #expect(known == id, "seq \(seq) arrived with two ids", sourceLocation: sourceLocation)
+        } else {
+            idBySeq[seq] = id
+            firstArrival.append(seq)
+        }
+    }
+    #expect(firstArrival == firstArrival.sorted(), "first arrivals out of seq order", sourceLocation: sourceLocation)
+    return idBySeq
+}
+
+@Suite(.serialized) struct FaultInjectionTests {
+    let prefix = "parkwise/v1/testsite/busy"
+
+    /// 500 events while the broker is down: never more than 200 on disk, every spot's latest state
+    /// right after reconnecting, and the gap declared by an `outbox.dropped` event.
+    @Test func fiveHundredEventsOfflineKeepTwoHundredAndDeclareTheGap() throws {
+        let dir = temporaryDirectory()
+        let broker = try Broker()
+        let subscriber = try Subscriber(broker)
+        broker.stop()
+        let trace = try busyTrace(dir, count: 500)
+        let outbox = dir.path + "/outbox"
+        let agent = try Child(agentBinary, ["run", "--config", try writeBusyGarage(dir), "--replay", trace.path,
+                                            "--broker", broker.url, "--outbox", outbox])
+        var most = 0
+        let finished = eventually(30) {
+            most = max(most, pendingOnDisk(outbox + "/outbox.log").pending.count)
+            return agent.stderr.contains("trace finished")
+        }
+        #expect(finished)
+        #expect(most <= 200, "at most 200 events on disk, saw \(most)")
+        #expect(most >= 150, "the outbox did fill up (\(most))")
+        #expect(pendingOnDisk(outbox + "/outbox.log").pending.count == 200)
+
+        try broker.start()
+        try subscriber.listen()
+        #expect(eventually(20) { subscriber.events().contains { $0["type"] as? String == "outbox.dropped" } }, "\(agent.stderr)")
+        let events = subscriber.events()
+        let ids = checkDelivery(events)
+        #expect(ids.count == 201)
+        let gap = try #require(events.first { $0["type"] as? String == "outbox.dropped" })
+        #expect(gap["dropped"] as? Int == 300)
+        #expect(gap["first_seq"] as? Int == 1)
+        #expect((gap["last_seq"] as? Int ?? 0) <= 500)
+        #expect(gap["seq"] as? Int == 501)
+        // Every spot's latest state, retained, right after reconnecting.
+        let states = try retainedMessages(broker, prefix + "/state/spot/#")
+        #expect(states.count == 8)
+        for state in states {
+            let spot = String(state.topic.split(separator: "/").last!)
+            #expect(state.json["state"] as? String == trace.final[spot], "\(spot)")
+        }
+        agent.signal(SIGTERM)
+        #expect(agent.wait(10) == 0)
+        subscriber.stop()
+    }
+
+    /// The broker dies and comes back five times while events flow: every event arrives, in order.
+    @Test func aBrokerRestartedManyTimesLosesNothing() throws {
+        let dir = temporaryDirectory()
+        let broker = try Broker()
+        let subscriber = try Subscriber(broker)
+        try subscriber.listen()
+        let trace = try busyTrace(dir, count: 120, every: 50)
+        let agent = try Child(agentBinary, ["run", "--config", try writeBusyGarage(dir), "--replay", trace.path,
+                                            "--broker", broker.url, "--outbox", dir.path + "/outbox"])
+        for _ in 0..<5 {
+            usleep(700_000)
+            broker.stop()
+            usleep(300_000)
+            try broker.start()
+        }
+        #expect(eventually(30) { Set(subscriber.events().compactMap { $0["seq"] as? Int }).count >= 120 },
+                "\(Set(subscriber.events().compactMap { $0["seq"] as? Int }).count) of 120; \(agent.stderr)")
+        let ids = checkDelivery(subscriber.events())
+        #expect(Set(ids.keys) == Set(1...120))
+        agent.signal(SIGTERM)
+        #expect(agent.wait(10) == 0)
+        subscriber.stop()
+    }
+
+    /// `kill -9` at random moments while the broker is away: every event the outbox accepted (on
+    /// disk) arrives after the last restart, in seq order, each seq with one id.
+    @Test func killNineAtRandomMomentsLosesNothingAccepted() throws {
+        let dir = temporaryDirectory()
+        let broker = try Broker()
+        let subscriber = try Subscriber(broker)
+        broker.stop()
+        let config = try writeBusyGarage(dir)
+        let trace = try busyTrace(dir, count: 150, every: 5)
+        let outbox = dir.path + "/outbox"
+        var accepted: [Int: String] = [:]
+        var random = SystemRandomNumberGenerator()
+        for _ in 0..<6 {
+            let agent = try Child(agentBinary, ["run", "--config", config, "--replay", trace.path,
+                                                "--broker", broker.url, "--outbox", outbox])
+            usleep(UInt32.random(in: 100_000...900_000, using: &random))
+            agent.signal(SIGKILL)
+            _ = agent.wait(5)
+            for (seq, id) in acceptedEvents(outbox + "/outbox.log") { accepted[seq] = id }
+        }
+        #expect(accepted.count > 10, "the runs did accept events (\(accepted.count))")
+        let wanted = Set(pendingOnDisk(outbox + "/outbox.log").pending.map(Int.init))
+        #expect(!wanted.isEmpty)
+        try broker.start()
+        try subscriber.listen()
+        let last = try Child(agentBinary, ["run", "--config", config, "--replay", try writeTrace(dir, ""),
+                                           "--broker", broker.url, "--outbox", outbox])
+        #expect(eventually(20) { wanted.isSubset(of: Set(subscriber.events().compactMap { $0["seq"] as? Int })) },
+                "\(last.stderr)")
+        let ids = checkDelivery(subscriber.events())
+        for seq in wanted { #expect(ids[seq] == accepted[seq], "seq \(seq) keeps its id") }
+        last.signal(SIGTERM)
+        #expect(last.wait(10) == 0)
+        subscriber.stop()
+    }
+
+    /// A link that silently swallows everything (half-open): keepalive notices, the agent
+    /// reconnects, and what was sent into the void arrives.
+    @Test func aBlackHoledLinkIsDetectedAndNothingIsLost() throws {
+        let dir = temporaryDirectory()
+        let broker = try Broker()
+        let subscriber = try Subscriber(broker)
+        try subscriber.listen()
+        let proxy = try BlackHoleProxy(to: broker.port)
+        let trace = try busyTrace(dir, count: 40, every: 250)
+        let agent = try Child(agentBinary, ["run", "--config", try writeBusyGarage(dir, keepalive: "5s"),
+                                            "--replay", trace.path, "--broker", "mqtt://127.0.0.1:\(proxy.port)",
+                                            "--outbox", dir.path + "/outbox"])
+        #expect(eventually(10) { subscriber.events().count >= 5 })
+        proxy.swallow()   // existing connections go silent; new ones are forwarded
+        #expect(eventually(30) { Set(subscriber.events().compactMap { $0["seq"] as? Int }).count >= 40 }, "\(agent.stderr)")
+        let ids = checkDelivery(subscriber.events())
+        #expect(Set(ids.keys) == Set(1...40))
+        #expect(agent.stderr.contains("uplink lost"))
+        agent.signal(SIGTERM)
+        #expect(agent.wait(10) == 0)
+        subscriber.stop()
+        proxy.stop()
+    }
+}
+
+/// Seq -> id of every event an outbox file holds as added (acknowledged or not).
+func acceptedEvents(_ path: String) -> [Int: String] {
+    let bytes = [UInt8](FileManager.default.contents(atPath: path) ?? Data())
+    var offset = 0
+    var found: [Int: String] = [:]
+    while offset + 8 <= bytes.count {
+        let length = Int(bytes[offset]) | Int(bytes[offset + 1]) << 8 | Int(bytes[offset + 2]) << 16 | Int(bytes[offset + 3]) << 24
+        guard offset + 8 + length <= bytes.count else { break }
+        let object = (try? JSONSerialization.jsonObject(with: Data(bytes[(offset + 8)..<(offset + 8 + length)]))) as? [String: Any]
+        if let event = (object?["add"] as? [String: Any])?["event"] as? [String: Any],
+           let seq = event["seq"] as? Int, let id = event["id"] as? String {
+            found[seq] = id
+        }
+        offset += 8 + length
+    }
+    return found
+}

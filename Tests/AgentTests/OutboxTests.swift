@@ -1,0 +1,139 @@
+import Foundation
+import ParkWiseContract
+import Testing
+import Uplink
+
+/// An outbox entry for a spot or lane event with sequence number `seq`.
+func entry(_ seq: UInt64, type: String = "spot.occupied", spot: String? = "P2-A-01", lane: String? = nil) -> OutboxEntry {
+    var event = EventPayload(id: "id-\(seq)", seq: seq, boot: 1, type: type, at: "2026-11-29T12:00:00.000Z", clock: "synced")
+    event.spot = spot
+    event.lane = lane
+    return OutboxEntry(event: event, atMonotonic: Int64(seq), arrivalMonotonic: nil, kernelBoot: "k")
+}
+
+/// Reads an outbox file the way the format says (length, CRC-32, JSON), independently of the agent's
+/// reader: the events still pending and the number of intact records.
+func pendingOnDisk(_ path: String) -> (pending: [UInt64], records: Int) {
+    let bytes = [UInt8](FileManager.default.contents(atPath: path) ?? Data())
+    var offset = 0, records = 0
+    var pending: [UInt64] = []
+    while offset + 8 <= bytes.count {
+        let length = Int(bytes[offset]) | Int(bytes[offset + 1]) << 8 | Int(bytes[offset + 2]) << 16 | Int(bytes[offset + 3]) << 24
+        guard offset + 8 + length <= bytes.count else { break }
+        let json = Data(bytes[(offset + 8)..<(offset + 8 + length)])
+        let object = (try? JSONSerialization.jsonObject(with: json)) as? [String: Any] ?? [:]
+        if let add = object["add"] as? [String: Any], let event = add["event"] as? [String: Any], let seq = event["seq"] as? Int {
+            pending.append(UInt64(seq))
+        }
+        if let del = object["del"] as? Int { pending.removeAll { $0 == UInt64(del) } }
+        records += 1
+        offset += 8 + length
+    }
+    return (pending, records)
+}
+
+@Suite struct OutboxTests {
+    @Test func eventsSurviveAReopenInOrderUntilAcknowledged() throws {
+        let dir = temporaryDirectory().path
+        do {
+            var (outbox, problems) = try DurableOutbox.open(directory: dir, capacity: 200)
+            #expect(problems.isEmpty)
+            for seq in 1...5 { #expect(outbox.append(entry(UInt64(seq))).failure == nil) }
+            #expect(outbox.remove(seq: 2) == nil)
+        }
+        let (reopened, problems) = try DurableOutbox.open(directory: dir, capacity: 200)
+        #expect(problems.isEmpty)
+        #expect(reopened.pending.map(\.event.seq) == [1, 3, 4, 5])
+        #expect(reopened.pending[0] == entry(1))
+        #expect(pendingOnDisk(dir + "/outbox.log").pending == [1, 3, 4, 5])
+    }
+
+    @Test func aTornLastRecordIsDroppedAndEverythingBeforeKept() throws {
+        let dir = temporaryDirectory().path
+        do {
+            var (outbox, _) = try DurableOutbox.open(directory: dir, capacity: 200)
+            for seq in 1...3 { _ = outbox.append(entry(UInt64(seq))) }
+        }
+        // Power lost half-way through writing the fourth record.
+        let log = dir + "/outbox.log"
+        let whole = try Data(contentsOf: URL(fileURLWithPath: log))
+        var extra = Data([200, 0, 0, 0, 1, 2, 3, 4])
+        extra.append(Data("{\"add\":{\"ev".utf8))
+        try (whole + extra).write(to: URL(fileURLWithPath: log))
+        let (outbox, problems) = try DurableOutbox.open(directory: dir, capacity: 200)
+        #expect(outbox.pending.map(\.event.seq) == [1, 2, 3])
+        #expect(problems.count == 1)
+        #expect(problems.first?.contains("torn record") == true)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: log)) == whole, "the torn bytes are cut off, nothing else")
+    }
+
+    @Test func aDamagedFileIsKeptAsideAndItsReadableRecordsCarriedOver() throws {
+        let dir = temporaryDirectory().path
+        do {
+            var (outbox, _) = try DurableOutbox.open(directory: dir, capacity: 200)
+            for seq in 1...4 { _ = outbox.append(entry(UInt64(seq))) }
+        }
+        let log = dir + "/outbox.log"
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: log)))
+        let recordSize = bytes.count / 4
+        bytes[2 * recordSize + 20] ^= 0xFF          // bit rot in the third record
+        try Data(bytes).write(to: URL(fileURLWithPath: log))
+        let (outbox, problems) = try DurableOutbox.open(directory: dir, capacity: 200)
+        #expect(outbox.pending.map(\.event.seq) == [1, 2])
+        #expect(problems.first?.contains("damaged") == true)
+        let aside = try FileManager.default.contentsOfDirectory(atPath: dir).filter { $0.hasPrefix("outbox.log.corrupt-") }
+        #expect(aside.count == 1)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: dir + "/" + aside[0])) == Data(bytes), "kept whole")
+        #expect(pendingOnDisk(log).pending == [1, 2])
+    }
+
+    @Test func neverMoreThanCapacityPendingOnDiskAndDropsAreSaid() throws {
+        let dir = temporaryDirectory().path
+        var (outbox, _) = try DurableOutbox.open(directory: dir, capacity: 20)
+        var dropped: [UInt64] = []
+        for seq in 1...60 {
+            // Every third event is a passage; the rest are occupancy changes of three spots.
+            let e = seq % 3 == 0 ? entry(UInt64(seq), type: "lane.passage", spot: nil, lane: "ramp")
+                                 : entry(UInt64(seq), spot: "P2-A-0\(seq % 3)")
+            let result = outbox.append(e)
+            #expect(result.failure == nil)
+            dropped += result.dropped.map(\.event.seq)
+            let onDisk = pendingOnDisk(dir + "/outbox.log")
+            #expect(onDisk.pending.count <= 20)
+            #expect(onDisk.pending == outbox.pending.map(\.event.seq))
+        }
+        #expect(dropped.count == 40)
+        // Superseded occupancy changes go first: every passage is still there, and each spot's latest change.
+        let kept = outbox.pending.map(\.event)
+        #expect(kept.filter { $0.type == "lane.passage" }.count == 20 - 2)
+        #expect(kept.contains { $0.seq == 59 } && kept.contains { $0.seq == 58 })
+    }
+
+    @Test func overflowPolicyDropsSupersededBeforeOldest() {
+        let events = [entry(1, type: "lane.passage", spot: nil, lane: "ramp"), entry(2, spot: "A"), entry(3, spot: "B"), entry(4, spot: "A")]
+        #expect(OverflowPolicy.victim(in: events) == 1, "spot A's first change is superseded by seq 4")
+        let facts = [entry(1, type: "lane.passage", spot: nil, lane: "ramp"), entry(2, type: "spot.checkout"), entry(3, spot: "A")]
+        #expect(OverflowPolicy.victim(in: facts) == 0, "nothing superseded: the oldest")
+    }
+
+    @Test func compactionKeepsTheFileSmall() throws {
+        let dir = temporaryDirectory().path
+        var (outbox, _) = try DurableOutbox.open(directory: dir, capacity: 10)
+        for seq in 1...1000 {
+            _ = outbox.append(entry(UInt64(seq)))
+            _ = outbox.remove(seq: UInt64(seq))
+        }
+        let onDisk = pendingOnDisk(dir + "/outbox.log")
+        #expect(onDisk.pending.isEmpty)
+        #expect(onDisk.records <= 2 * 10 + 2)
+    }
+
+    @Test func anUnusableDirectoryIsAClearError() {
+        let file = temporaryDirectory().appendingPathComponent("not-a-dir").path
+        _ = FileManager.default.createFile(atPath: file, contents: Data("x".utf8))
+        #expect(throws: UplinkError.self) { _ = try DurableOutbox.open(directory: file + "/outbox", capacity: 10) }
+        do { _ = try DurableOutbox.open(directory: file + "/outbox", capacity: 10) } catch {
+            #expect(error.message.contains("Not a directory"))
+        }
+    }
+}
