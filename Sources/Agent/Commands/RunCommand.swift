@@ -57,7 +57,10 @@ enum RunCommand {
         }
         if let dir = args.option("outbox") { config.outbox.path = dir }
         let credentials: Credentials?
-        do { credentials = try config.mqtt.credentialsPath.map(Credentials.load) } catch {
+        do {
+            credentials = try config.mqtt.credentialsPath.map(Credentials.load)
+            if let key = config.mqtt.tls?.key { try Credentials.checkPrivate(key, what: "TLS key file") }
+        } catch {
             printError("error: \(error)")
             return ExitCode.config
         }

@@ -40,12 +40,14 @@ final class AgentRuntime {
         topics = Topics(site: config.site, device: config.device)
         (inputs, continuation) = AsyncStream.makeStream(of: AgentInput.self)
         let offline = WireJSON.encode(StatusPayload(state: "offline", boot: stamper.state.boot))
-        let settings = LinkSettings(
+        var settings = LinkSettings(
             brokers: config.mqtt.brokers.map { .init(host: $0.host, port: $0.port, tls: $0.tls) },
             clientID: "parkwise-\(config.site)-\(config.device)",
             keepaliveSeconds: Int(config.mqtt.keepalive.components.seconds),
             will: (topics.status, offline), username: credentials?.username, password: credentials?.password,
             subscriptions: [topics.commands])
+        settings.tls = config.mqtt.tls.map { ($0.ca, $0.cert, $0.key) }
+        settings.protocolVersion = Int32(config.mqtt.protocolVersion)
         let continuation = self.continuation
         link = MQTTLink(settings: settings) { continuation.yield(.uplink($0)) }
         let birth = StatusPayload(state: "online", version: AgentVersion.current, configHash: options.configHash,

@@ -11,16 +11,21 @@ struct Credentials: Sendable {
         var description: String
     }
 
-    static func load(path: String) throws(Problem) -> Credentials {
+    /// Refuses a secret (credentials, private key) that group or others may read, as ssh does.
+    static func checkPrivate(_ path: String, what: String) throws(Problem) {
         var st = stat()
         guard stat(path, &st) == 0 else {
-            throw Problem(description: "cannot read credentials file \(path): \(String(cString: strerror(errno)))\n"
-                          + "    hint: create it with lines username=... and password=..., mode 0600")
+            throw Problem(description: "cannot read \(what) \(path): \(String(cString: strerror(errno)))\n"
+                          + "    hint: check the path in the config")
         }
         if st.st_mode & 0o077 != 0 {
-            throw Problem(description: "credentials file \(path) is readable by group or others (mode "
+            throw Problem(description: "\(what) \(path) is readable by group or others (mode "
                           + String(st.st_mode & 0o777, radix: 8) + ")\n    hint: chmod 600 \(path)")
         }
+    }
+
+    static func load(path: String) throws(Problem) -> Credentials {
+        try checkPrivate(path, what: "credentials file")
         guard let data = FileManager.default.contents(atPath: path) else {
             throw Problem(description: "cannot read credentials file \(path): permission denied\n"
                           + "    hint: the file must belong to the agent's user")

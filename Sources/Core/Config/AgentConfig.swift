@@ -21,6 +21,18 @@ public struct MQTTSettings: Sendable {
     public var brokers: [BrokerAddress]
     public var credentialsPath: String?
     public var keepalive: Duration
+    /// CA, client certificate and key files for `mqtts://` brokers.
+    public var tls: TLSFiles?
+    /// 4 (MQTT 3.1.1) or 5.
+    public var protocolVersion: Int
+}
+
+public struct TLSFiles: Sendable, Hashable {
+    /// The CA that signed the broker's certificate (nil: the system's CAs).
+    public var ca: String?
+    /// A client certificate and its key, for mutual TLS.
+    public var cert: String?
+    public var key: String?
 }
 
 public struct BrokerAddress: Sendable, Hashable, CustomStringConvertible {

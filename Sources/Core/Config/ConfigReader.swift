@@ -57,9 +57,9 @@ public struct ConfigReader {
     private mutating func readMQTT(_ node: ConfigNode?, parent: ConfigNode) -> MQTTSettings? {
         guard let node else {
             return MQTTSettings(brokers: [BrokerAddress(tls: false, host: "127.0.0.1", port: 1883)],
-                                credentialsPath: nil, keepalive: ConfigDefaults.keepalive)
+                                credentialsPath: nil, keepalive: ConfigDefaults.keepalive, tls: nil, protocolVersion: 4)
         }
-        guard let map = mapping(node, keys: ["brokers", "credentials", "keepalive"], in: "mqtt") else { return nil }
+        guard let map = mapping(node, keys: ["brokers", "credentials", "keepalive", "tls", "protocol"], in: "mqtt") else { return nil }
         var brokers: [BrokerAddress] = []
         if let list = map["brokers"] {
             let items = self.list(list, what: "mqtt.brokers")
@@ -79,7 +79,31 @@ public struct ConfigReader {
         if let k = map["keepalive"], keepalive < .seconds(5) || keepalive > .seconds(3600) {
             report(k.mark, "keepalive must be between 5s and 1h", hint: "30s suits most networks")
         }
-        return MQTTSettings(brokers: brokers, credentialsPath: credentials, keepalive: keepalive)
+        var tls: TLSFiles?
+        if let t = map["tls"], let tm = mapping(t, keys: ["ca", "cert", "key"], in: "mqtt.tls") {
+            let files = TLSFiles(ca: tm["ca"].flatMap { string($0, what: "a file path") },
+                                 cert: tm["cert"].flatMap { string($0, what: "a file path") },
+                                 key: tm["key"].flatMap { string($0, what: "a file path") })
+            if (files.cert == nil) != (files.key == nil) {
+                report(t.mark, "mqtt.tls needs both cert and key for a client certificate",
+                       hint: "give cert: and key: together, or neither (server-verified TLS only)")
+            }
+            if !brokers.contains(where: \.tls) {
+                report(t.mark, "mqtt.tls is set but no broker uses mqtts://",
+                       hint: "write the brokers as mqtts://HOST:8883")
+            }
+            tls = files
+        }
+        var protocolVersion = 4
+        if let p = map["protocol"], let text = string(p, what: "an MQTT version") {
+            switch text {
+            case "3.1.1": protocolVersion = 4
+            case "5", "5.0": protocolVersion = 5
+            default: report(p.mark, "unknown MQTT protocol '\(text)'", hint: "use \"3.1.1\" (default) or \"5\"")
+            }
+        }
+        return MQTTSettings(brokers: brokers, credentialsPath: credentials, keepalive: keepalive, tls: tls,
+                            protocolVersion: protocolVersion)
     }
 
     private mutating func readOutbox(_ node: ConfigNode?) -> OutboxSettings {

@@ -55,7 +55,8 @@ final class MosquittoConnection: @unchecked Sendable {
         }
         let connection = MosquittoConnection(handle: handle, context: context, broker: broker, number: number)
         mosquitto_threaded_set(handle, true)
-        _ = mosquitto_int_option(handle, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V311)
+        _ = mosquitto_int_option(handle, MOSQ_OPT_PROTOCOL_VERSION,
+                                 settings.protocolVersion == 5 ? MQTT_PROTOCOL_V5 : MQTT_PROTOCOL_V311)
         mosquitto_connect_callback_set(handle, onConnect)
         mosquitto_disconnect_callback_set(handle, onDisconnect)
         mosquitto_publish_callback_set(handle, onPublish)
@@ -64,6 +65,13 @@ final class MosquittoConnection: @unchecked Sendable {
             try check(will.payload.withUnsafeBytes {
                 mosquitto_will_set(handle, will.topic, Int32($0.count), $0.baseAddress, 1, true)
             }, "setting the last will")
+        }
+        if broker.tls {
+            let files = settings.tls ?? (nil, nil, nil)
+            try check(mosquitto_tls_set(handle, files.ca, files.ca == nil ? "/etc/ssl/certs" : nil, files.cert, files.key, nil),
+                      "setting up TLS (check the CA, certificate and key files)")
+            // Verify the broker's certificate and host name; TLS 1.2 at least.
+            try check(mosquitto_tls_opts_set(handle, 1, "tlsv1.2", nil), "setting TLS options")
         }
         if let user = settings.username {
             try check(mosquitto_username_pw_set(handle, user, settings.password), "setting credentials")

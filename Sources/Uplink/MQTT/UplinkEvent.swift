@@ -35,6 +35,10 @@ public struct LinkSettings: Sendable {
     /// Reconnect backoff: first delay and cap, in seconds; each delay gets up to 50% random jitter.
     public var backoffFirst: Double = 0.5
     public var backoffCap: Double = 30
+    /// For `mqtts` brokers: CA file (nil: the system's CA directory), client certificate and key.
+    public var tls: (ca: String?, cert: String?, key: String?)?
+    /// 4 (MQTT 3.1.1) or 5.
+    public var protocolVersion: Int32 = 4
 
     public init(brokers: [Broker], clientID: String, keepaliveSeconds: Int, will: (topic: String, payload: [UInt8])?,
                 username: String? = nil, password: String? = nil, subscriptions: [String]) {

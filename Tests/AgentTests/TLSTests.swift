@@ -1,0 +1,114 @@
+import Foundation
+import Testing
+
+/// A throwaway CA, a broker certificate for 127.0.0.1 and a device client certificate (openssl).
+struct TestPKI {
+    let dir: URL
+    var ca: String { dir.path + "/ca.crt" }
+    var serverCert: String { dir.path + "/server.crt" }
+    var serverKey: String { dir.path + "/server.key" }
+    var deviceCert: String { dir.path + "/device.crt" }
+    var deviceKey: String { dir.path + "/device.key" }
+
+    init() throws {
+        dir = temporaryDirectory()
+        let d = dir.path
+        try run(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=ParkWise test CA",
+                 "-keyout", d + "/ca.key", "-out", ca])
+        for (name, cn) in [("server", "127.0.0.1"), ("device", "busy")] {
+            try run(["req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=\(cn)", "-keyout", "\(d)/\(name).key",
+                     "-out", "\(d)/\(name).csr"])
+            try "subjectAltName=IP:127.0.0.1\n".write(toFile: "\(d)/\(name).ext", atomically: true, encoding: .utf8)
+            try run(["x509", "-req", "-in", "\(d)/\(name).csr", "-CA", ca, "-CAkey", d + "/ca.key", "-CAcreateserial",
+                     "-days", "2", "-extfile", "\(d)/\(name).ext", "-out", "\(d)/\(name).crt"])
+        }
+        chmod(deviceKey, 0o600)
+        chmod(serverKey, 0o644)   // mosquitto runs as root in the tests, any mode works for it
+    }
+
+    private func run(_ arguments: [String]) throws {
+        let child = try Child("/usr/bin/openssl", arguments)
+        guard child.wait(30) == 0 else { throw HarnessError("openssl \(arguments.first ?? ""): \(child.stderr)") }
+    }
+}
+
+let threeChanges = """
+{"t_ms": 0, "input": "GPIO2", "value": 1}
+{"t_ms": 100, "input": "GPIO2", "value": 0}
+{"t_ms": 200, "input": "GPIO2", "value": 1}
+"""
+
+@Suite(.serialized) struct TLSTests {
+    func config(_ dir: URL, port: Int, pki: TestPKI, ca: String? = nil) throws -> String {
+        let path = dir.appendingPathComponent("tls.yaml").path
+        try """
+        site: testsite
+        device: busy
+        board: simulated
+        mqtt:
+          brokers: ["mqtts://127.0.0.1:\(port)"]
+          tls: { ca: \(ca ?? pki.ca), cert: \(pki.deviceCert), key: \(pki.deviceKey) }
+        levels: [ { id: P1, capacity: 20 } ]
+        spots: [ { id: P1-A-01, input: GPIO2, delayed_on: 0, delayed_off: 0 } ]
+        """.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    /// Mutual TLS: the broker verifies the device's certificate, the device the broker's.
+    @Test func eventsFlowOverMutualTLS() throws {
+        let pki = try TestPKI()
+        let tlsPort = freePort()
+        let broker = try Broker(extraConfig: """
+            listener \(tlsPort) 127.0.0.1
+            cafile \(pki.ca)
+            certfile \(pki.serverCert)
+            keyfile \(pki.serverKey)
+            require_certificate true
+            """)
+        let subscriber = try Subscriber(broker)   // on the plain loopback listener
+        try subscriber.listen()
+        let dir = temporaryDirectory()
+        let agent = try Child(agentBinary, ["run", "--config", try config(dir, port: tlsPort, pki: pki),
+                                            "--replay", try writeTrace(dir, threeChanges),
+                                            "--outbox", dir.path + "/outbox"])
+        #expect(eventually(15) { subscriber.events().count >= 3 }, "\(agent.stderr)")
+        agent.signal(SIGTERM)
+        #expect(agent.wait(10) == 0)
+        subscriber.stop()
+    }
+
+    /// A broker whose certificate the configured CA did not sign is never trusted.
+    @Test func anUntrustedBrokerIsRefused() throws {
+        let pki = try TestPKI()
+        let other = try TestPKI()
+        let tlsPort = freePort()
+        let broker = try Broker(extraConfig: """
+            listener \(tlsPort) 127.0.0.1
+            cafile \(pki.ca)
+            certfile \(pki.serverCert)
+            keyfile \(pki.serverKey)
+            """)
+        let subscriber = try Subscriber(broker)
+        try subscriber.listen()
+        let dir = temporaryDirectory()
+        let agent = try Child(agentBinary, ["run", "--config", try config(dir, port: tlsPort, pki: pki, ca: other.ca),
+                                            "--replay", try writeTrace(dir, threeChanges),
+                                            "--outbox", dir.path + "/outbox"])
+        #expect(eventually(10) { agent.stderr.contains("broker unreachable") })
+        sleep(1)
+        #expect(subscriber.events().isEmpty)
+        agent.signal(SIGTERM)
+        #expect(agent.wait(10) == 0)
+        subscriber.stop()
+        _ = broker
+    }
+
+    @Test func aKeyFileOthersCanReadIsRefused() throws {
+        let pki = try TestPKI()
+        chmod(pki.deviceKey, 0o640)
+        let dir = temporaryDirectory()
+        let r = try runAgent(["run", "--config", try config(dir, port: 1, pki: pki), "--outbox", dir.path + "/outbox"])
+        #expect(r.code == 78)
+        #expect(r.err.contains("TLS key file \(pki.deviceKey) is readable by group or others (mode 640)"))
+    }
+}
