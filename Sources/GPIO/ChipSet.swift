@@ -21,10 +21,17 @@ final class ChipSet {
 
     var isEmpty: Bool { chips.isEmpty && unopenable.isEmpty }
 
-    /// The chip with this label, or this kernel name ("gpiochip2", also accepted as "/dev/gpiochip2").
-    func chip(labelOrName wanted: String) -> ChipHandle? {
+    /// The chips a config's chip reference means, by the first rule that matches any: the chip's label
+    /// ("mcp23017", "pinctrl-rp1"), its kernel name ("gpiochip2", also as "/dev/gpiochip2"), or the name of its
+    /// device in sysfs ("1-0020": the MCP23017 at 0x20 on I2C bus 1). More than one chip means the reference is
+    /// ambiguous (two expanders of the same type have the same label).
+    func chips(matching wanted: String) -> [ChipHandle] {
+        let byLabel = chips.filter { $0.label == wanted }
+        if !byLabel.isEmpty { return byLabel }
         let name = wanted.hasPrefix("/dev/") ? String(wanted.dropFirst(5)) : wanted
-        return chips.first(where: { $0.label == wanted }) ?? chips.first(where: { $0.name == name })
+        let byName = chips.filter { $0.name == name }
+        if !byName.isEmpty { return byName }
+        return chips.filter { $0.device == wanted }
     }
 
     func chip(label: String) -> ChipHandle? {
@@ -33,7 +40,7 @@ final class ChipSet {
 
     /// "pinctrl-rp1 (gpiochip0), mcp23017 (gpiochip2)": what a technician compares with the config.
     var summary: String {
-        var parts = chips.map { "\($0.label) (\($0.name))" }
+        var parts = chips.map { "\($0.label) (\($0.name)\($0.device.map { ", device \($0)" } ?? ""))" }
         parts += unopenable.map { "\($0.path) (cannot open: \(errnoText($0.errno)))" }
         return parts.isEmpty ? "none" : parts.joined(separator: ", ")
     }

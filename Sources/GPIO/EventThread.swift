@@ -12,14 +12,15 @@ final class EventThread: Sendable {
         self.wakeup = wakeup
     }
 
-    /// Starts the thread. `names` describe the inputs (same order as the lines) for the fatal message of a lost line.
+    /// Starts the thread. `names` describe the inputs (same order as the lines) for the message of a lost line.
     /// Running out of descriptors or threads here is fatal: the agent is useless without its inputs, and a crash
     /// makes systemd restart it, with the reason on stderr.
-    static func start(lines: LineSet, names: [String], deliver: @escaping @Sendable ([LineChange]) -> Void) -> EventThread {
+    static func start(lines: LineSet, names: [String], deliver: @escaping @Sendable ([LineChange]) -> Void,
+                      failed: @escaping @Sendable (GPIOFailure) -> Void) -> EventThread {
         guard let wakeup = Wakeup() else {
             fatalError("GPIO: cannot create the event thread's wakeup pipe: \(errnoText(Glibc.errno))")
         }
-        let loop = EventLoop(lines: lines, names: names, wakeup: wakeup, deliver: deliver)
+        let loop = EventLoop(lines: lines, names: names, wakeup: wakeup, deliver: deliver, failed: failed)
         // The loop (with the line handles) is handed to the new thread through the opaque context pointer and is
         // used only there: the starting thread keeps no reference to it.
         let context = Unmanaged.passRetained(loop).toOpaque()
@@ -55,13 +56,16 @@ private final class EventLoop {
     private let names: [String]
     private let wakeup: Wakeup
     private let deliver: @Sendable ([LineChange]) -> Void
+    private let failed: @Sendable (GPIOFailure) -> Void
     private let buffer = EdgeBuffer()
 
-    init(lines: LineSet, names: [String], wakeup: Wakeup, deliver: @escaping @Sendable ([LineChange]) -> Void) {
+    init(lines: LineSet, names: [String], wakeup: Wakeup, deliver: @escaping @Sendable ([LineChange]) -> Void,
+         failed: @escaping @Sendable (GPIOFailure) -> Void) {
         self.lines = lines
         self.names = names
         self.wakeup = wakeup
         self.deliver = deliver
+        self.failed = failed
     }
 
     func run() {
@@ -77,7 +81,10 @@ private final class EventLoop {
             if ready < 0 {
                 let number = Glibc.errno
                 if number == EINTR || number == EAGAIN { continue }
-                fatalError("GPIO: poll() on the line event fds failed: \(errnoText(number))")
+                // Not a line's fault (EFAULT, EINVAL, ENOMEM): nothing can be watched any more.
+                failed(GPIOFailure(input: nil, message: "GPIO: poll() on the line event fds failed: \(errnoText(number)); "
+                                       + "no input is watched any more, restart the agent"))
+                return
             }
             if slots[0].revents != 0 { return }  // stop() was called
 
@@ -85,14 +92,17 @@ private final class EventLoop {
             for slot in 1..<slots.count where slots[slot].revents != 0 {
                 let index = slot - 1
                 guard slots[slot].revents & input != 0 else {
-                    lost(index, reason: "its event descriptor reported an error or hang-up (revents \(slots[slot].revents))")
+                    lost(index, reason: "its event descriptor reported an error or hang-up (revents \(slots[slot].revents))",
+                         slot: &slots[slot])
+                    continue
                 }
                 edges.removeAll(keepingCapacity: true)
                 do {
                     try lines.lines[index].readEdges(using: buffer, into: &edges)
                 } catch {
                     if error.errno == EINTR || error.errno == EAGAIN { continue }
-                    lost(index, reason: "reading its events failed: \(errnoText(error.errno))")
+                    lost(index, reason: "reading its events failed: \(errnoText(error.errno))", slot: &slots[slot])
+                    continue
                 }
                 for edge in edges {
                     let change = LineChange(input: index, active: edge.rising, at: MonotonicInstant(nanoseconds: edge.nanoseconds))
@@ -106,12 +116,16 @@ private final class EventLoop {
         }
     }
 
-    /// A line whose chip went away (an expander unbound, a driver crashed) can no longer be watched. Carrying on
-    /// would leave a sensor silently frozen; crashing lets systemd restart the agent, whose start-up then says
-    /// exactly which chip or line is missing.
-    private func lost(_ index: Int, reason: String) -> Never {
+    /// A line whose chip went away (an expander unbound, a driver crashed) can no longer be watched. It leaves the poll
+    /// set (a negative fd is ignored by poll) and is reported once; the other inputs carry on. Its sensor is frozen
+    /// from now on, so the report should make it a fault (its spot or lane `unknown`), never a silent state.
+    private func lost(_ index: Int, reason: String, slot: inout pollfd) {
+        slot.fd = -1
+        slot.revents = 0
         let line = lines.lines[index]
-        fatalError("GPIO: lost \(names[index]) on \(line.chip.label) line \(line.offset) (\(line.chip.name)): \(reason). "
-            + "The GPIO chip was removed or failed; check its wiring and the kernel log (dmesg), then restart the agent")
+        failed(GPIOFailure(input: index,
+                           message: "GPIO: lost \(names[index]) on \(line.chip.label) line \(line.offset) (\(line.chip.name)): "
+                               + "\(reason). The GPIO chip was removed or failed; check its wiring and the kernel log "
+                               + "(dmesg), then restart the agent"))
     }
 }

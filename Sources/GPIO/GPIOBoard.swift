@@ -1,5 +1,6 @@
 import Glibc
 import ParkWiseCore
+import ParkWiseLog
 import Synchronization
 
 /// The configured inputs, requested from the kernel, and the thread that reports their edges.
@@ -112,12 +113,22 @@ public final class GPIOBoard: Sendable {
     /// a wakeup fd; it reads events in batches and calls `deliver` with each batch's changes in kernel timestamp
     /// order, on that thread. No effect while the thread runs already. `deliver` should hand the changes on
     /// (e.g. to an AsyncStream continuation) and return quickly: the kernel queues only 16 edges per line.
-    public func start(deliver: @escaping @Sendable ([LineChange]) -> Void) {
+    ///
+    /// `failed` is called on that thread when an input can no longer be watched (its chip was removed or failed:
+    /// `input` is its index, the other inputs carry on) or nothing can (`input` nil: the thread has ended). The
+    /// default logs it as an error; the agent should make the input's spot or lane a fault.
+    public func start(deliver: @escaping @Sendable ([LineChange]) -> Void,
+                      failed: @escaping @Sendable (GPIOFailure) -> Void = GPIOBoard.logFailure) {
         let names = self.names
         state.withLock { state in
             guard state.thread == nil else { return }
-            state.thread = EventThread.start(lines: state.lines, names: names, deliver: deliver)
+            state.thread = EventThread.start(lines: state.lines, names: names, deliver: deliver, failed: failed)
         }
+    }
+
+    /// The default report of a lost input: an error line on stderr (journald).
+    public static let logFailure: @Sendable (GPIOFailure) -> Void = { failure in
+        Log.error("GPIO input lost", ["input": failure.input.map(String.init) ?? "all", "reason": failure.message])
     }
 
     /// Wakes the thread and waits for it to end; no `deliver` call follows. Idempotent; `start` may be called again

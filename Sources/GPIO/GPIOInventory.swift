@@ -9,9 +9,11 @@ public struct GPIOLineInfo: Sendable {
     public var consumer: String?
     public var isOutput: Bool
     public var isUsed: Bool
+    /// The device the chip belongs to in sysfs ("1-0020", "gpio-sim.0"): also usable as the chip in `chip:line`.
+    public var chipDevice: String?
 
     public init(chipName: String, chipLabel: String, offset: Int, name: String?, consumer: String?,
-                isOutput: Bool, isUsed: Bool) {
+                isOutput: Bool, isUsed: Bool, chipDevice: String? = nil) {
         self.chipName = chipName
         self.chipLabel = chipLabel
         self.offset = offset
@@ -19,6 +21,7 @@ public struct GPIOLineInfo: Sendable {
         self.consumer = consumer
         self.isOutput = isOutput
         self.isUsed = isUsed
+        self.chipDevice = chipDevice
     }
 }
 
@@ -39,7 +42,8 @@ public enum GPIOInventory {
             for offset in 0..<chip.lineCount {
                 guard let info = chip.info(offset: offset) else { continue }
                 result.append(GPIOLineInfo(chipName: chip.name, chipLabel: chip.label, offset: offset, name: info.name,
-                                           consumer: info.consumer, isOutput: info.isOutput, isUsed: info.isUsed))
+                                           consumer: info.consumer, isOutput: info.isOutput, isUsed: info.isUsed,
+                                           chipDevice: chip.device))
             }
         }
         return result

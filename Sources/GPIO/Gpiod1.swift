@@ -48,6 +48,8 @@ final class ChipHandle {
     let name: String
     /// The driver's label, e.g. "pinctrl-rp1".
     let label: String
+    /// The device the chip belongs to in sysfs, e.g. "1-0020" (an MCP23017 at 0x20 on I2C bus 1); nil if unknown.
+    let device: String?
     let lineCount: Int
     private let chip: OpaquePointer
 
@@ -62,6 +64,7 @@ final class ChipHandle {
         name = gpiod_chip_name(chip).map { String(cString: $0) } ?? ""
         label = gpiod_chip_label(chip).map { String(cString: $0) } ?? ""
         lineCount = Int(gpiod_chip_num_lines(chip))
+        device = ChipDevices.parentDevice(path: path, chipName: name)
     }
 
     deinit {

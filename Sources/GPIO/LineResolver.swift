@@ -81,8 +81,13 @@ struct LineResolver {
             missingChip = "board \(board ?? "?") has its GPIOs on chip '\(label)', which this machine does not have "
                 + "(chips: \(chips.summary)); check `board:` in the config, or use `board: auto`. "
         }
-        for chip in chips.chips {
-            if let offset = chip.offset(ofLineNamed: name) { return ResolvedLine(chip: chip, offset: offset) }
+        let named = chips.chips.compactMap { chip in chip.offset(ofLineNamed: name).map { ResolvedLine(chip: chip, offset: $0) } }
+        if named.count == 1 { return named[0] }
+        if named.count > 1 {
+            throw GPIOError(code: .lineNotFound,
+                            message: "\(who(input)): " + (missingChip ?? "") + "several GPIO chips have a line named \(name): "
+                                + named.map(\.place).joined(separator: ", ") + ". Set `board:` to the board's name, or "
+                                + "write the line as chip:line, e.g. '\(named[0].chip.label):\(name)'")
         }
         if let failure = chips.openFailure { throw failure }
         let profileNote = board == nil ? "The board was not recognised (/proc/device-tree/model), so any chip's line "
@@ -95,14 +100,24 @@ struct LineResolver {
                             + "`parkwise-agent lines` lists them")
     }
 
-    /// `label:line`: the chip with that label (or kernel name), the line with that name, else that offset.
+    /// `chip:line`: the chip by label, kernel name or sysfs device name (see `ChipSet.chips(matching:)`); on it the
+    /// line by name, else by offset, else on an MCP23017/MCP23S17 by its pin name GPA0-GPA7, GPB0-GPB7 (offsets 0-15).
     private func resolveChipLine(chip label: String, line: String, for input: InputConfig) throws(GPIOError) -> ResolvedLine {
-        guard let chip = chips.chip(labelOrName: label) else {
+        let matching = chips.chips(matching: label)
+        guard let chip = matching.first else {
             if let failure = chips.openFailure { throw failure }
             throw GPIOError(code: .chipNotFound,
-                            message: "\(who(input)): there is no GPIO chip labelled '\(label)'. Chips on this machine: "
+                            message: "\(who(input)): there is no GPIO chip labelled or named '\(label)'. Chips on this machine: "
                                 + "\(chips.summary). Check the spelling; for an expander, check that its dtoverlay is in "
                                 + "/boot/firmware/config.txt and that it answers on its bus (i2cdetect)")
+        }
+        guard matching.count == 1 else {
+            let devices = matching.map { "\($0.name)" + ($0.device.map { " (device \($0))" } ?? "") }
+            let example = matching.first(where: { $0.device != nil })?.device ?? matching[0].name
+            throw GPIOError(code: .chipNotFound,
+                            message: "\(who(input)): \(matching.count) GPIO chips are labelled '\(label)': "
+                                + devices.joined(separator: ", ") + ". Name the chip by its device instead, e.g. '"
+                                + "\(example):\(line)' (for an I2C expander: bus-address, '1-0020' is 0x20 on bus 1)")
         }
         if let offset = chip.offset(ofLineNamed: line) {
             return ResolvedLine(chip: chip, offset: offset)
@@ -110,9 +125,28 @@ struct LineResolver {
         if let offset = Int(line), offset >= 0, offset < chip.lineCount {
             return ResolvedLine(chip: chip, offset: offset)
         }
+        if let offset = Self.expanderPinOffset(line, chipLabel: chip.label), offset < chip.lineCount {
+            return ResolvedLine(chip: chip, offset: offset)
+        }
         throw GPIOError(code: .lineNotFound,
                         message: "\(who(input)): chip \(chip.label) (\(chip.name)) has no line named '\(line)'"
                             + (Int(line) != nil ? " and no offset \(line)" : "") + ". " + lineNamesHint(chip))
+    }
+
+    /// An MCP23017/MCP23S17 pin name, GPA0-GPA7 or GPB0-GPB7 (any case), as the line offset the kernel's
+    /// pinctrl-mcp23s08 driver gives it (port A 0-7, port B 8-15); nil for other chips or names.
+    static func expanderPinOffset(_ line: String, chipLabel: String) -> Int? {
+        let label = chipLabel.lowercased()
+        guard label.hasPrefix("mcp23017") || label.hasPrefix("mcp23s17") else { return nil }
+        let pin = Array(line.uppercased().utf8)
+        guard pin.count == 4, pin[0] == UInt8(ascii: "G"), pin[1] == UInt8(ascii: "P"),
+              pin[3] >= UInt8(ascii: "0"), pin[3] <= UInt8(ascii: "7") else { return nil }
+        let bit = Int(pin[3] - UInt8(ascii: "0"))
+        switch pin[2] {
+        case UInt8(ascii: "A"): return bit
+        case UInt8(ascii: "B"): return 8 + bit
+        default: return nil
+        }
     }
 
     /// "spot P2-A-01 (pin 11 = GPIO17, config line 42)".
