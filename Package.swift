@@ -42,7 +42,7 @@ let package = Package(
                           path: "Sources/Agent"),
         // Release-mode benchmarks: swift run -c release parkwise-bench
         .executableTarget(name: "parkwise-bench",
-                          dependencies: ["ParkWiseCore", "Simulation", "ConfigFile"],
+                          dependencies: ["ParkWiseCore", "Simulation", "ConfigFile", "ParkWiseContract", "Uplink"],
                           path: "Sources/Bench"),
 
         .testTarget(name: "CoreTests", dependencies: ["ParkWiseCore", "ConfigFile", "Simulation", "ParkWiseContract"],

@@ -1,60 +1,17 @@
-import ConfigFile
 import Glibc
-import ParkWiseCore
-import Simulation
 
-// Core throughput: line changes through filters -> lanes/spots -> levels -> events, on one core.
-//   swift run -c release parkwise-bench [changes] [config]
-// Allocations per change: deploy/dev/bench.sh runs this under valgrind at two sizes.
-
-let arguments = CommandLine.arguments
-let count = arguments.count > 1 ? Int(arguments[1]) ?? 2_000_000 : 2_000_000
-/// `generate-only` skips the core: valgrind's allocation count of the difference is the core's.
-let generateOnly = arguments.count > 2 && arguments[2] == "generate-only"
-let path = "hardware/examples/campus.yaml"
-
-let config: AgentConfig
-do { config = try ConfigFile.load(path: path) } catch {
-    print(error.description)
-    exit(78)
-}
-
-// A simulated day of traffic, generated before timing so only the core is measured.
-var simulator = TrafficSimulator(config: config, seed: 42, startMinute: 6 * 60)
-var changes: [LineChange] = []
-changes.reserveCapacity(count)
-while changes.count < count, let change = simulator.next() {
-    changes.append(change.lineChange(startingAt: .milliseconds(0)))
-}
-
-func now() -> Double {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-}
-
-var garage = Garage(config: config)
-garage.start(initial: Array(repeating: false, count: garage.inputCount), at: .milliseconds(0))
-var events: [GarageEvent] = []
-events.reserveCapacity(64)
-var produced = 0
-var stateUpdates = 0
-let start = now()
-for change in changes where !generateOnly {
-    garage.handle(change, into: &events)
-    produced += events.count
-    events.removeAll(keepingCapacity: true)
-    let changed = garage.takeChanged()   // as the agent does after every batch
-    stateUpdates += changed.spots.count + changed.levels.count
-}
-let seconds = now() - start
-let simulatedHours = Double(changes.last?.at.nanoseconds ?? 0) / 3.6e12
-print("core: \(changes.count) line changes (\(String(format: simulatedHours)) simulated hours of the campus) "
-      + "in \(String(format: seconds)) s = \(Int(Double(changes.count) / seconds)) changes/s, \(produced) events, "
-      + "\(stateUpdates) state updates")
-
-extension String {
-    init(format value: Double) {
-        self = String(Double(Int(value * 1000)) / 1000)
+// Benchmarks that print figures (never assertions); deploy/dev/bench.sh runs them all.
+//   parkwise-bench core [changes] [generate-only]   core throughput
+//   parkwise-bench uplink <broker-port> <dir>        outbox append cost, drain of 200, sustained QoS 1
+let arguments = Array(CommandLine.arguments.dropFirst())
+switch arguments.first {
+case "uplink":
+    guard arguments.count == 3, let port = Int(arguments[1]) else {
+        print("usage: parkwise-bench uplink <broker-port> <dir>")
+        exit(64)
     }
+    await uplinkBench(port: port, directory: arguments[2])
+default:
+    let rest = arguments.first == "core" ? Array(arguments.dropFirst()) : arguments
+    coreBench(count: rest.first.flatMap { Int($0) } ?? 2_000_000, generateOnly: rest.dropFirst().first == "generate-only")
 }
