@@ -192,18 +192,9 @@ func checkDelivery(_ events: [[String: Any]], sourceLocation: SourceLocation = #
 
 /// Seq -> id of every event an outbox file holds as added (acknowledged or not).
 func acceptedEvents(_ path: String) -> [Int: String] {
-    let bytes = [UInt8](FileManager.default.contents(atPath: path) ?? Data())
-    var offset = 0
     var found: [Int: String] = [:]
-    while offset + 8 <= bytes.count {
-        let length = Int(bytes[offset]) | Int(bytes[offset + 1]) << 8 | Int(bytes[offset + 2]) << 16 | Int(bytes[offset + 3]) << 24
-        guard offset + 8 + length <= bytes.count else { break }
-        let object = (try? JSONSerialization.jsonObject(with: Data(bytes[(offset + 8)..<(offset + 8 + length)]))) as? [String: Any]
-        if let event = (object?["add"] as? [String: Any])?["event"] as? [String: Any],
-           let seq = event["seq"] as? Int, let id = event["id"] as? String {
-            found[seq] = id
-        }
-        offset += 8 + length
+    for record in outboxRecords(path) {
+        if let event = addedEvent(record), let seq = event["seq"] as? Int, let id = event["id"] as? String { found[seq] = id }
     }
     return found
 }

@@ -193,6 +193,15 @@ struct Received: Sendable {
     var json: [String: Any] {
         (try? JSONSerialization.jsonObject(with: Data(payload.utf8))) as? [String: Any] ?? [:]
     }
+
+    /// mosquitto_sub output in the `-F "%r\t%t\t%p"` format, a message a line.
+    static func parse(_ output: String) -> [Received] {
+        output.split(separator: "\n").compactMap { line in
+            let parts = line.split(separator: "\t", maxSplits: 2, omittingEmptySubsequences: false)
+            guard parts.count == 3 else { return nil }
+            return Received(retained: parts[0] == "1", topic: String(parts[1]), payload: String(parts[2]))
+        }
+    }
 }
 
 /// mosquitto_sub with a persistent session (QoS 1): once registered, the broker keeps every
@@ -218,13 +227,7 @@ final class Subscriber {
                                                      "-t", filter, "-F", "%r\t%t\t%p"])
     }
 
-    var messages: [Received] {
-        (child?.stdout ?? "").split(separator: "\n").compactMap { line in
-            let parts = line.split(separator: "\t", maxSplits: 2, omittingEmptySubsequences: false)
-            guard parts.count == 3 else { return nil }
-            return Received(retained: parts[0] == "1", topic: String(parts[1]), payload: String(parts[2]))
-        }
-    }
+    var messages: [Received] { Received.parse(child?.stdout ?? "") }
 
     func events() -> [[String: Any]] { messages.filter { $0.topic.hasSuffix("/events") }.map(\.json) }
 
@@ -251,11 +254,7 @@ func retainedMessages(_ broker: Broker, _ filter: String) throws -> [Received] {
     }
     child.signal(SIGTERM)
     _ = child.wait(5)
-    return child.stdout.split(separator: "\n").compactMap { line in
-        let parts = line.split(separator: "\t", maxSplits: 2, omittingEmptySubsequences: false)
-        guard parts.count == 3 else { return nil }
-        return Received(retained: parts[0] == "1", topic: String(parts[1]), payload: String(parts[2]))
-    }
+    return Received.parse(child.stdout)
 }
 
 func publish(_ broker: Broker, _ topic: String, _ payload: String) throws {

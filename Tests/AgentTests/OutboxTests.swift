@@ -11,25 +11,36 @@ func entry(_ seq: UInt64, type: String = "spot.occupied", spot: String? = "P2-A-
     return OutboxEntry(event: event, atMonotonic: Int64(seq), arrivalMonotonic: nil, kernelBoot: "k")
 }
 
-/// Reads an outbox file the way the format says (length, CRC-32, JSON), independently of the agent's
-/// reader: the events still pending and the number of intact records.
-func pendingOnDisk(_ path: String) -> (pending: [UInt64], records: Int) {
+/// The records of an outbox file, read the way the format says (length, CRC-32 skipped, JSON),
+/// independently of the agent's reader; stops at a torn record.
+func outboxRecords(_ path: String) -> [[String: Any]] {
     let bytes = [UInt8](FileManager.default.contents(atPath: path) ?? Data())
-    var offset = 0, records = 0
-    var pending: [UInt64] = []
+    var offset = 0
+    var records: [[String: Any]] = []
     while offset + 8 <= bytes.count {
         let length = Int(bytes[offset]) | Int(bytes[offset + 1]) << 8 | Int(bytes[offset + 2]) << 16 | Int(bytes[offset + 3]) << 24
         guard offset + 8 + length <= bytes.count else { break }
         let json = Data(bytes[(offset + 8)..<(offset + 8 + length)])
-        let object = (try? JSONSerialization.jsonObject(with: json)) as? [String: Any] ?? [:]
-        if let add = object["add"] as? [String: Any], let event = add["event"] as? [String: Any], let seq = event["seq"] as? Int {
-            pending.append(UInt64(seq))
-        }
-        if let del = object["del"] as? Int { pending.removeAll { $0 == UInt64(del) } }
-        records += 1
+        records.append((try? JSONSerialization.jsonObject(with: json)) as? [String: Any] ?? [:])
         offset += 8 + length
     }
-    return (pending, records)
+    return records
+}
+
+/// The added event of a record, if it is an `add`.
+func addedEvent(_ record: [String: Any]) -> [String: Any]? {
+    (record["add"] as? [String: Any])?["event"] as? [String: Any]
+}
+
+/// The events still pending in an outbox file, and the number of intact records.
+func pendingOnDisk(_ path: String) -> (pending: [UInt64], records: Int) {
+    let records = outboxRecords(path)
+    var pending: [UInt64] = []
+    for record in records {
+        if let seq = addedEvent(record)?["seq"] as? Int { pending.append(UInt64(seq)) }
+        if let del = record["del"] as? Int { pending.removeAll { $0 == UInt64(del) } }
+    }
+    return (pending, records.count)
 }
 
 @Suite struct OutboxTests {

@@ -1,4 +1,5 @@
 import Glibc
+import ParkWiseCore
 
 /// The subcommands, in the order `help` lists them.
 enum Commands {
@@ -46,8 +47,7 @@ enum Commands {
         }
         guard let spec = all.first(where: { $0.name == first }) else {
             var message = "Unknown subcommand '\(first)'"
-            if let close = all.map(\.name).min(by: { distance($0, first) < distance($1, first) }),
-               distance(close, first) <= 2 { message += " (did you mean '\(close)'?)" }
+            if let close = suggestion(for: first, among: all.map(\.name)) { message += " (did you mean '\(close)'?)" }
             printError(UsageError(message: message).text)
             return ExitCode.usage
         }
@@ -64,19 +64,6 @@ enum Commands {
         case VersionCommand.spec.name: return VersionCommand.run(parsed)
         default: return ExitCode.usage
         }
-    }
-
-    private static func distance(_ a: String, _ b: String) -> Int {
-        let a = Array(a), b = Array(b)
-        var row = Array(0...b.count)
-        for i in 1...max(a.count, 1) where i <= a.count {
-            var next = [i] + Array(repeating: 0, count: b.count)
-            for j in 1...max(b.count, 1) where j <= b.count {
-                next[j] = Swift.min(row[j] + 1, next[j - 1] + 1, row[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
-            }
-            row = next
-        }
-        return row[b.count]
     }
 }
 

@@ -457,7 +457,7 @@ struct MappingNode {
 }
 
 /// The closest allowed word, when it is close enough to be a typo.
-func suggestion(for word: String, among candidates: some Collection<String>) -> String? {
+public func suggestion(for word: String, among candidates: some Collection<String>) -> String? {
     let scored = candidates.map { ($0, editDistance(word.lowercased(), $0.lowercased())) }
     guard let best = scored.min(by: { $0.1 < $1.1 }) else { return nil }
     return best.1 <= max(2, word.count / 3) ? best.0 : nil
