@@ -112,3 +112,23 @@ import Testing
         #expect(!r.err.contains("hunter2"))
     }
 }
+
+@Suite struct LinesCommandTests {
+    /// At a desk without GPIO: the header drawing an installer wires from.
+    @Test func drawsTheHeaderWithEachSensorOnItsPin() throws {
+        let r = try runAgent(["lines", "--config", packageRoot + "/hardware/examples/single-gate.yaml"])
+        #expect(r.code == 0, "\(r.err)")
+        let lines = r.out.split(separator: "\n").map(String.init)
+        #expect(lines.contains("lane lot-b-gate loop a, active low, pull-up GPIO17 (11|12) GPIO18 "))
+        #expect(lines.contains("lane lot-b-gate loop b, active low, pull-up GPIO27 (13|14) GND    "))
+        #expect(lines.contains { $0.hasSuffix("GPIO2 ( 3|4 ) 5V     ") })
+        #expect(r.out.contains("2 sensors on it"))
+    }
+
+    @Test func withoutChipsOrConfigItSaysSoAndFails() throws {
+        guard !FileManager.default.fileExists(atPath: "/dev/gpiochip0") else { return }
+        let r = try runAgent(["lines"])
+        #expect(r.code == 1)
+        #expect(r.out.contains("no GPIO chips on this machine"))
+    }
+}

@@ -3,7 +3,7 @@ import ParkWiseCore
 
 /// The subcommands, in the order `help` lists them.
 enum Commands {
-    static let all: [CommandSpec] = [RunCommand.spec, CheckConfigCommand.spec, MonitorCommand.spec,
+    static let all: [CommandSpec] = [RunCommand.spec, CheckConfigCommand.spec, LinesCommand.spec, MonitorCommand.spec,
                                      VersionCommand.spec, helpSpec]
 
     static let helpSpec = CommandSpec(name: "help", abstract: "Show help for a subcommand.",
@@ -60,6 +60,7 @@ enum Commands {
         switch spec.name {
         case RunCommand.spec.name: return await RunCommand.run(parsed)
         case CheckConfigCommand.spec.name: return CheckConfigCommand.run(parsed)
+        case LinesCommand.spec.name: return LinesCommand.run(parsed)
         case MonitorCommand.spec.name: return await MonitorCommand.run(parsed)
         case VersionCommand.spec.name: return VersionCommand.run(parsed)
         default: return ExitCode.usage
