@@ -3,7 +3,7 @@
 # Safe to run again: installs only what is missing.
 set -euo pipefail
 
-packages=(pkg-config libgpiod-dev gpiod libmosquitto-dev mosquitto mosquitto-clients libyaml-dev openssl)
+packages=(pkg-config libgpiod-dev gpiod libmosquitto-dev mosquitto mosquitto-clients libyaml-dev openssl python3-jsonschema)
 
 if ! command -v swift >/dev/null 2>&1; then
     echo "setup: the Swift 6 toolchain is not on PATH." >&2

@@ -3,7 +3,8 @@ import ParkWiseCore
 
 /// The subcommands, in the order `help` lists them.
 enum Commands {
-    static let all: [CommandSpec] = [RunCommand.spec, CheckConfigCommand.spec, LinesCommand.spec, MonitorCommand.spec,
+    static let all: [CommandSpec] = [RunCommand.spec, CheckConfigCommand.spec, LinesCommand.spec, DiagnoseCommand.spec,
+                                     MonitorCommand.spec,
                                      VersionCommand.spec, helpSpec]
 
     static let helpSpec = CommandSpec(name: "help", abstract: "Show help for a subcommand.",
@@ -61,6 +62,7 @@ enum Commands {
         case RunCommand.spec.name: return await RunCommand.run(parsed)
         case CheckConfigCommand.spec.name: return CheckConfigCommand.run(parsed)
         case LinesCommand.spec.name: return LinesCommand.run(parsed)
+        case DiagnoseCommand.spec.name: return await DiagnoseCommand.run(parsed)
         case MonitorCommand.spec.name: return await MonitorCommand.run(parsed)
         case VersionCommand.spec.name: return VersionCommand.run(parsed)
         default: return ExitCode.usage

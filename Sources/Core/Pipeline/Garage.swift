@@ -220,6 +220,11 @@ public struct Garage {
                              spotsSensed: sensed, spotsOccupied: occupied, spotsUnknown: unknown)
     }
 
+    /// One input as a technician checks it: the line's level, the filtered level, and its health.
+    public func input(_ index: Int) -> InputStatus {
+        InputStatus(raw: filters[index].raw, filtered: filters[index].stable, fault: health[index].fault)
+    }
+
     public var spotCount: Int { spots.count }
     public var levelCount: Int { levels.count }
 
@@ -253,6 +258,12 @@ struct ChangeSet {
         for i in order { marked[i] = false }
         return order
     }
+}
+
+public struct InputStatus: Sendable, Hashable {
+    public var raw: Bool
+    public var filtered: Bool
+    public var fault: FaultReason?
 }
 
 public struct SpotSnapshot: Sendable, Hashable {

@@ -1,0 +1,70 @@
+import FoundationEssentials
+import GPIO
+import ParkWiseCore
+import Simulation
+
+/// Where `run` and `diagnose` take their line changes from: the board, the simulator, or a trace.
+enum SourceChoice {
+    static let options: [CommandSpec.Option] = [
+        .init(name: "simulate", value: nil, help: "Drive the inputs from the traffic simulator."),
+        .init(name: "replay", value: "trace", help: "Drive the inputs from a trace (JSON lines); no GPIO is opened."),
+        .init(name: "speed", value: "factor", help: "Run simulated or replayed time this many times faster (default 1)."),
+        .init(name: "seed", value: "n", help: "Seed of the traffic simulator (default 1)."),
+        .init(name: "sim-start", value: "hh:mm", help: "Local time of day the simulation starts at (default 06:30)."),
+    ]
+
+    enum Opened {
+        case opened(LineSource, AgentClock)
+        case failed(Int32)
+
+        var exitCode: Int32 {
+            if case .failed(let code) = self { return code }
+            return ExitCode.success
+        }
+    }
+
+    /// Opens what the arguments ask for; on failure the problem is printed and its exit code returned.
+    static func open(_ args: ParsedArguments, config: AgentConfig, command: CommandSpec) -> Opened {
+        guard let speed = Double(args.option("speed") ?? "1"), speed > 0, speed <= 10_000 else {
+            printError(UsageError(command: command, message: "--speed must be a number between 0 and 10000").text)
+            return .failed(ExitCode.usage)
+        }
+        guard let seed = UInt64(args.option("seed") ?? "1") else {
+            printError(UsageError(command: command, message: "--seed must be a whole number").text)
+            return .failed(ExitCode.usage)
+        }
+        guard let startMinute = parseTimeOfDay(args.option("sim-start") ?? "06:30") else {
+            printError(UsageError(command: command, message: "--sim-start must be a time like 06:30").text)
+            return .failed(ExitCode.usage)
+        }
+        if let tracePath = args.option("replay") {
+            guard let bytes = FileManager.default.contents(atPath: tracePath) else {
+                printError("error: cannot read trace \(tracePath)\n    hint: check the path and permissions")
+                return .failed(ExitCode.failure)
+            }
+            do { return .opened(.trace(try TraceFile.parse(Array(bytes), inputs: config.inputs)), AgentClock(speed: speed)) } catch {
+                printError("\(tracePath):\(error.line): error: \(error.message)")
+                return .failed(ExitCode.failure)
+            }
+        }
+        if args.flag("simulate") || config.board == .simulated {
+            return .opened(.simulator(TrafficSimulator(config: config, seed: seed, startMinute: startMinute)),
+                           AgentClock(speed: speed))
+        }
+        do {
+            return .opened(.board(try GPIOBoard.open(inputs: config.inputs, board: config.board, consumer: "parkwise-agent")),
+                           AgentClock())
+        } catch {
+            printError("error: \(error.message)" + (error.errno.map { " (errno \($0))" } ?? ""))
+            return .failed(ExitCode.config)
+        }
+    }
+
+    /// `06:30` -> minutes after midnight.
+    static func parseTimeOfDay(_ text: String) -> Int? {
+        let parts = text.split(separator: ":")
+        guard parts.count == 2, let h = Int(parts[0]), let m = Int(parts[1]), (0..<24).contains(h), (0..<60).contains(m)
+        else { return nil }
+        return h * 60 + m
+    }
+}

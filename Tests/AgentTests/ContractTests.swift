@@ -1,0 +1,345 @@
+import Foundation
+import ParkWiseContract
+import Testing
+
+/// Validates JSON messages against deploy/backend/schemas with Python's jsonschema (Debian:
+/// python3-jsonschema). Missing Python or jsonschema is an error, never a skipped check.
+enum SchemaCheck {
+    static let directory = packageRoot + "/deploy/backend/schemas"
+    static let names = ["event", "status", "spot-state", "level-state", "reply", "cmd-rebirth", "cmd-calibrate"]
+
+    /// One message to check: the schema it claims to follow, where it came from, its raw text.
+    struct Item: Codable {
+        var schema: String
+        var label: String
+        var payload: String
+    }
+
+    /// Reads the schema directory and a JSON-lines file of items; checks each schema (and its
+    /// examples), then prints one line per item: `[]` when valid, else the error messages.
+    static let script = #"""
+    import json, sys, os
+    import jsonschema
+    schema_dir, items_path = sys.argv[1], sys.argv[2]
+    validators = {}
+    for name in os.listdir(schema_dir):
+        if not name.endswith(".schema.json"):
+            continue
+        with open(os.path.join(schema_dir, name)) as f:
+            schema = json.load(f)
+        cls = jsonschema.validators.validator_for(schema)
+        cls.check_schema(schema)
+        v = cls(schema)
+        for i, example in enumerate(schema.get("examples", [])):
+            errors = [e.message for e in v.iter_errors(example)]
+            if errors:
+                sys.exit("schema %s: example %d is invalid: %s" % (name, i, errors))
+        validators[name[: -len(".schema.json")]] = v
+    with open(items_path) as f:
+        for line in f:
+            item = json.loads(line)
+            v = validators.get(item["schema"])
+            if v is None:
+                print(json.dumps(["no schema named %r" % item["schema"]]))
+                continue
+            try:
+                payload = json.loads(item["payload"])
+            except ValueError as e:
+                print(json.dumps(["not JSON: %s" % e]))
+                continue
+            print(json.dumps(["%s at %s" % (e.message, "/".join(map(str, e.absolute_path)))
+                              for e in v.iter_errors(payload)]))
+    """#
+
+    /// A python3 that can import jsonschema: Debian's first, then the one on PATH.
+    static func python() throws -> String {
+        var candidates = ["/usr/bin/python3"]
+        for dir in (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":") {
+            candidates.append("\(dir)/python3")
+        }
+        for path in candidates where FileManager.default.isExecutableFile(atPath: path) {
+            let probe = try Child(path, ["-c", "import jsonschema; jsonschema.Draft202012Validator"])
+            if probe.wait(20) == 0 { return path }
+        }
+        throw HarnessError("""
+            no python3 with the jsonschema module (tried \(candidates.joined(separator: ", "))): \
+            the contract cannot be checked. Install it: apt-get install python3-jsonschema
+            """)
+    }
+
+    /// The errors of each item, in order (empty: valid).
+    static func validate(_ items: [Item]) throws -> [[String]] {
+        let dir = temporaryDirectory()
+        let path = dir.appendingPathComponent("messages.jsonl").path
+        let encoder = JSONEncoder()
+        let lines = try items.map { String(decoding: try encoder.encode($0), as: UTF8.self) }
+        try (lines.joined(separator: "\n") + "\n").write(toFile: path, atomically: true, encoding: .utf8)
+        let child = try Child(try python(), ["-c", script, directory, path])
+        guard let code = child.wait(60) else { throw HarnessError("schema validation did not finish") }
+        guard code == 0 else { throw HarnessError("schema validation failed to run (exit \(code)): \(child.stderr)") }
+        let results = child.stdout.split(separator: "\n").map { line in
+            (try? JSONDecoder().decode([String].self, from: Data(line.utf8))) ?? ["unreadable result: \(line)"]
+        }
+        guard results.count == items.count else {
+            throw HarnessError("\(items.count) messages, \(results.count) results: \(child.stdout) \(child.stderr)")
+        }
+        return results
+    }
+
+    /// The schema a message on `topic` follows; nil for a topic outside the contract.
+    static func schema(forTopic topic: String) -> String? {
+        guard let rest = Topics.parse(topic)?.rest else { return nil }
+        switch rest.count == 1 ? [rest[0]] : Array(rest.prefix(2)) {
+        case ["status"]: return "status"
+        case ["events"]: return "event"
+        case ["reply"]: return "reply"
+        case ["state", "spot"] where rest.count == 3: return "spot-state"
+        case ["state", "level"] where rest.count == 3: return "level-state"
+        case ["cmd", "rebirth"] where rest.count == 2: return "cmd-rebirth"
+        case ["cmd", "calibrate"] where rest.count == 2: return "cmd-calibrate"
+        default: return nil
+        }
+    }
+
+    /// `message` with `change` applied to its JSON object, as text.
+    static func mutated(_ message: Received, _ change: (inout [String: Any]) -> Void) -> String {
+        var object = message.json
+        change(&object)
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data()
+        return String(decoding: data, as: UTF8.self)
+    }
+}
+
+/// Three spots (one checks in fast, one chatters, one gets stuck) and a ramp into P2, with short
+/// limits so every kind of event happens within seconds.
+func writeContractGarage(_ dir: URL, capacity: Int = 200) throws -> String {
+    let path = dir.appendingPathComponent("agent.yaml").path
+    try """
+    site: testsite
+    device: contract-dev
+    board: simulated
+    outbox: { capacity: \(capacity) }
+    levels:
+      - { id: P2, capacity: 48 }
+    lanes:
+      - { id: P2-ramp, from: outside, to: P2, loops: { a: GPIO17, b: GPIO27 } }
+    spots:
+      - { id: P2-A-01, input: GPIO22, delayed_on: 1s, delayed_off: 1s, checkin_after: 2s }
+      - { id: P2-A-02, input: GPIO23, delayed_on: 1s, delayed_off: 1s, chatter_limit: 3, recover_after: 2s }
+      - { id: P2-A-03, input: GPIO24, delayed_on: 500ms, delayed_off: 500ms, stuck_after: 3s }
+    """.write(toFile: path, atomically: true, encoding: .utf8)
+    return path
+}
+
+/// Trace time (ms): P2-A-01 parks (with bounce) and leaves at 7 s; a car drives down the ramp,
+/// another backs out of it, a third drives down at 9 s; P2-A-02 chatters (4 changes in 0.6 s) then
+/// is quiet; P2-A-03 is held from 0.2 s to 11 s (stuck after 3 s).
+let contractTrace = """
+{"parkwise_trace": 1}
+{"t_ms": 100, "input": "GPIO22", "value": 1}
+{"t_ms": 110, "input": "GPIO22", "value": 0}
+{"t_ms": 120, "input": "GPIO22", "value": 1}
+{"t_ms": 200, "input": "GPIO24", "value": 1}
+{"t_ms": 500, "input": "GPIO17", "value": 1}
+{"t_ms": 900, "input": "GPIO27", "value": 1}
+{"t_ms": 1000, "input": "GPIO23", "value": 1}
+{"t_ms": 1200, "input": "GPIO23", "value": 0}
+{"t_ms": 1400, "input": "GPIO23", "value": 1}
+{"t_ms": 1600, "input": "GPIO23", "value": 0}
+{"t_ms": 1800, "input": "GPIO17", "value": 0}
+{"t_ms": 1850, "input": "GPIO23", "value": 1}
+{"t_ms": 2000, "input": "GPIO23", "value": 0}
+{"t_ms": 2300, "input": "GPIO27", "value": 0}
+{"t_ms": 4000, "input": "GPIO17", "value": 1}
+{"t_ms": 5000, "input": "GPIO17", "value": 0}
+{"t_ms": 7000, "input": "GPIO22", "value": 0}
+{"t_ms": 9000, "input": "GPIO17", "value": 1}
+{"t_ms": 9400, "input": "GPIO27", "value": 1}
+{"t_ms": 10300, "input": "GPIO17", "value": 0}
+{"t_ms": 10800, "input": "GPIO27", "value": 0}
+{"t_ms": 11000, "input": "GPIO24", "value": 0}
+"""
+
+@Suite(.serialized) struct ContractTests {
+    let prefix = "parkwise/v1/testsite/contract-dev"
+
+    func items(_ messages: [Received], _ label: String) -> [SchemaCheck.Item] {
+        messages.compactMap { m in
+            SchemaCheck.schema(forTopic: m.topic).map {
+                SchemaCheck.Item(schema: $0, label: "\(label) \(m.retained ? "retained " : "")\(m.topic): \(m.payload)",
+                                 payload: m.payload)
+            }
+        }
+    }
+
+    /// Every message a live agent publishes (each event type, status online/offline and the last
+    /// will, spot and level states, replies) and every command it accepts follows the schemas; the
+    /// schemas reject broken variants of the same messages.
+    @Test func everyPublishedMessageFollowsTheSchemas() throws {
+        let dir = temporaryDirectory()
+        let broker = try Broker()
+        let subscriber = try Subscriber(broker)
+        try subscriber.listen()
+        let config = try writeContractGarage(dir)
+        let agent = try Child(agentBinary, ["run", "--config", config, "--replay", try writeTrace(dir, contractTrace),
+                                            "--speed", "2", "--broker", broker.url, "--outbox", dir.path + "/outbox"])
+        #expect(eventually(10) { subscriber.messages.contains { $0.topic == prefix + "/status" } }, "\(agent.stderr)")
+        // Calibrated to a full level, the ramp's next arrival overflows it: level.drift.
+        try publish(broker, prefix + "/cmd/calibrate", #"{"level": "P2", "count": 48, "id": "cal-1"}"#)
+
+        let wanted: Set<String> = ["spot.occupied", "spot.vacated", "spot.checkin", "spot.checkout", "lane.passage",
+                                   "lane.aborted", "sensor.fault", "sensor.recovered", "level.drift"]
+        func types() -> Set<String> { Set(subscriber.events().compactMap { $0["type"] as? String }) }
+        func faultReasons() -> Set<String> {
+            Set(subscriber.events().filter { $0["type"] as? String == "sensor.fault" }.compactMap { $0["reason"] as? String })
+        }
+        #expect(eventually(30) { types().isSuperset(of: wanted) && faultReasons() == ["stuck", "chatter"] },
+                "missing \(wanted.subtracting(types())), reasons \(faultReasons()); \(agent.stderr)")
+        // Both sensor faults recover (the stuck input is released at 11 s).
+        #expect(eventually(10) { subscriber.events().filter { $0["type"] as? String == "sensor.recovered" }.count >= 2 })
+
+        try publish(broker, prefix + "/cmd/rebirth", #"{"id": "r-1"}"#)
+        try publish(broker, prefix + "/cmd/rebirth", "{}")
+        try publish(broker, prefix + "/cmd/calibrate", #"{"level": "P2", "id": "bad-1"}"#)
+        try publish(broker, prefix + "/cmd/explode", "{}")
+        func replies() -> [[String: Any]] { subscriber.messages.filter { $0.topic == prefix + "/reply" }.map(\.json) }
+        #expect(eventually(10) { replies().count == 5 }, "\(replies())")
+        #expect(replies().map { $0["id"] as? String } == ["cal-1", "r-1", nil, "bad-1", nil])
+        #expect(replies().map { $0["ok"] as? Bool } == [true, true, true, false, false])
+
+        // Clean stop: offline published by the agent.
+        agent.signal(SIGTERM)
+        #expect(agent.wait(10) == 0)
+        // A second boot killed without a goodbye: offline published by the broker (last will).
+        let second = try Child(agentBinary, ["run", "--config", config, "--replay", try writeTrace(temporaryDirectory(), ""),
+                                             "--broker", broker.url, "--outbox", dir.path + "/outbox"])
+        #expect(eventually(10) {
+            subscriber.messages.contains { $0.topic == prefix + "/status" && $0.json["boot"] as? Int == 2 }
+        })
+        second.signal(SIGKILL)
+        _ = second.wait(5)
+        func statuses() -> [String] {
+            subscriber.messages.filter { $0.topic == prefix + "/status" }.map { "\($0.json["state"] ?? "?")/\($0.json["boot"] ?? "?")" }
+        }
+        #expect(eventually(10) { statuses().last == "offline/2" }, "\(statuses())")
+        #expect(statuses().contains("offline/1"))
+        usleep(300_000)
+        subscriber.stop()
+        let live = subscriber.messages
+        let retained = try retainedMessages(broker, "parkwise/#")
+
+        // Every topic is in the contract (the deliberately unknown command aside).
+        let outside = live.filter { SchemaCheck.schema(forTopic: $0.topic) == nil && $0.topic != prefix + "/cmd/explode" }
+        #expect(outside.isEmpty, "messages outside the contract: \(outside.map(\.topic))")
+
+        var checks = items(live, "live") + items(retained, "retained")
+        let valid = checks.filter { !$0.payload.contains("\"bad-1\"") || $0.schema != "cmd-calibrate" }
+        #expect(Set(valid.map(\.schema)) == Set(SchemaCheck.names), "schemas exercised: \(Set(valid.map(\.schema)))")
+
+        // Broken variants of real messages: each must be rejected (the check can fail).
+        let events = live.filter { $0.topic.hasSuffix("/events") }
+        let first = { (type: String) in events.first { $0.json["type"] as? String == type } }
+        let level = live.first { $0.topic.hasSuffix("/state/level/P2") && $0.json["source"] as? String == "unknown" }
+        let spot = live.first { $0.topic.contains("/state/spot/") }
+        let online = live.first { $0.topic.hasSuffix("/status") && $0.json["state"] as? String == "online" }
+        let failedReply = live.first { $0.topic.hasSuffix("/reply") && $0.json["ok"] as? Bool == false }
+        let broken: [(String, Received?, (inout [String: Any]) -> Void)] = [
+            ("event", first("spot.occupied"), { $0["seq"] = nil }),
+            ("event", first("spot.occupied"), { $0["id"] = "not-a-uuid" }),
+            ("event", first("spot.occupied"), { $0["at"] = "2026-11-29 14:03:07" }),
+            ("event", first("spot.occupied"), { $0["clock"] = "approximate" }),
+            ("event", first("spot.occupied"), { $0["lane"] = "P2-ramp" }),
+            ("event", first("spot.checkout"), { $0["stay_s"] = nil }),
+            ("event", first("lane.passage"), { $0["to"] = nil }),
+            ("event", first("sensor.fault"), { $0["reason"] = "flaky" }),
+            ("event", first("level.drift"), { $0["clamped_to"] = "48" }),
+            ("event", first("lane.aborted"), { $0["type"] = "lane.vanished" }),
+            ("level-state", level, { $0["occupied"] = 0 }),
+            ("level-state", level, { $0["lane_count"] = nil }),
+            ("spot-state", spot, { $0["state"] = "maybe" }),
+            ("status", online, { $0["version"] = nil }),
+            ("reply", failedReply, { $0["error"] = nil }),
+        ]
+        for (i, (schema, message, change)) in broken.enumerated() {
+            let message = try #require(message, "no real message to break for case \(i) (\(schema))")
+            checks.append(.init(schema: schema, label: "broken #\(i)", payload: SchemaCheck.mutated(message, change)))
+        }
+        let results = try SchemaCheck.validate(checks)
+        for (item, errors) in zip(checks, results) {
+            let meantBroken = item.label.hasPrefix("broken") || (item.schema == "cmd-calibrate" && item.payload.contains("\"bad-1\""))
+            if meantBroken {
+                #expect(!errors.isEmpty, "accepted but broken: \(item.label) \(item.payload)")
+            } else {
+                #expect(errors.isEmpty, "\(item.label) -> \(errors)")
+            }
+        }
+
+        // What a schema cannot say: seq +1 per event across both boots, unique ids, free = capacity - occupied.
+        let seqs = events.compactMap { $0.json["seq"] as? Int }
+        #expect(seqs == Array(1...max(seqs.count, 1)), "\(seqs)")
+        #expect(Set(events.compactMap { $0.json["id"] as? String }).count == events.count)
+        for state in live + retained where state.topic.contains("/state/level/") {
+            let j = state.json
+            if let capacity = j["capacity"] as? Int, let occupied = j["occupied"] as? Int {
+                #expect(j["free"] as? Int == capacity - occupied, "\(state.payload)")
+            } else {
+                #expect(j["free"] is NSNull, "\(state.payload)")
+            }
+        }
+        let spotStates = Set((live + retained).filter { $0.topic.contains("/state/spot/") }.compactMap { $0.json["state"] as? String })
+        #expect(spotStates == ["occupied", "free", "unknown"])
+        let sources = Set(live.filter { $0.topic.contains("/state/level/") }.compactMap { $0.json["source"] as? String })
+        #expect(sources == ["unknown", "lanes"])
+    }
+
+    /// Events sent from the outbox after the broker comes back carry `replayed: true`, and a full
+    /// outbox declares its gap with `outbox.dropped`, whose numbers match the seqs that never came.
+    @Test func replayedEventsAndADeclaredGapFollowTheSchemas() throws {
+        let dir = temporaryDirectory()
+        let broker = try Broker()
+        let subscriber = try Subscriber(broker)
+        broker.stop()
+        let agent = try Child(agentBinary, ["run", "--config", try writeContractGarage(dir, capacity: 3),
+                                            "--replay", try writeTrace(dir, contractTrace), "--speed", "4",
+                                            "--broker", broker.url, "--outbox", dir.path + "/outbox"])
+        #expect(eventually(15) { agent.stderr.contains("trace finished") }, "\(agent.stderr)")
+        sleep(2)   // let the last faults recover: more events than the outbox holds
+        try broker.start()
+        try subscriber.listen()
+        func events() -> [[String: Any]] { subscriber.events() }
+        #expect(eventually(20) { events().contains { $0["type"] as? String == "outbox.dropped" } },
+                "\(events().map { "\($0["seq"] ?? "?") \($0["type"] ?? "?")" }) \(agent.stderr)")
+        usleep(500_000)
+        agent.signal(SIGTERM)
+        #expect(agent.wait(10) == 0)
+        subscriber.stop()
+
+        let all = subscriber.events()
+        let replayed = all.filter { $0["replayed"] as? Bool == true }
+        #expect(replayed.count >= 3, "the outbox's events came as replayed: \(all)")
+        let results = try SchemaCheck.validate(items(subscriber.messages, "live"))
+        for (message, errors) in zip(subscriber.messages.filter { SchemaCheck.schema(forTopic: $0.topic) != nil }, results) {
+            #expect(errors.isEmpty, "\(message.topic): \(message.payload) -> \(errors)")
+        }
+
+        // Never a silent gap: every seq that never arrived lies in a declared range, and the
+        // declared counts cover them (a declared event may still arrive if it was in flight).
+        let drops = all.filter { $0["type"] as? String == "outbox.dropped" }
+        let ranges = drops.compactMap { d -> ClosedRange<Int>? in
+            guard let a = d["first_seq"] as? Int, let b = d["last_seq"] as? Int, a <= b else { return nil }
+            return a...b
+        }
+        #expect(ranges.count == drops.count, "first_seq <= last_seq: \(drops)")
+        let declared = drops.compactMap { $0["dropped"] as? Int }.reduce(0, +)
+        let seen = Set(all.compactMap { $0["seq"] as? Int })
+        let missing = (1...(seen.max() ?? 1)).filter { !seen.contains($0) }
+        #expect(!missing.isEmpty, "capacity 3 and more events than that: some were dropped")
+        #expect(missing.allSatisfy { s in ranges.contains { $0.contains(s) } }, "missing \(missing), declared \(ranges)")
+        #expect(declared >= missing.count, "missing \(missing), declared \(declared)")
+        for d in drops {
+            if let n = d["dropped"] as? Int, let a = d["first_seq"] as? Int, let b = d["last_seq"] as? Int {
+                #expect(n <= b - a + 1, "\(d)")
+            }
+        }
+    }
+}
