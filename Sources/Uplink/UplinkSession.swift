@@ -5,7 +5,7 @@ import ParkWiseLog
 /// state, then the outbox in `seq` order, and only then new events. Owned by the agent's event
 /// loop (one thread at a time); the link does the network I/O.
 public final class UplinkSession {
-    enum Sent { case event(UInt64), state(String), status }
+    enum Sent { case event(UInt64), announcement(UInt64), state(String), status }
 
     public let topics: Topics
     private let link: MQTTLink
@@ -32,15 +32,27 @@ public final class UplinkSession {
     /// Returns the events the full outbox gave up for it (the caller announces them).
     @discardableResult
     public func accept(_ entry: OutboxEntry) -> [OutboxEntry] {
-        let (lost, failure) = outbox.append(entry)
+        let sent = Set(inFlight.values.compactMap { if case .event(let seq) = $0 { return seq } else { return nil } })
+        let (lost, failure) = outbox.append(entry, sparing: sent)
         note(failure)
         if !lost.isEmpty {
             Log.warn("outbox full, events dropped", ["count": lost.count, "seqs": lost.map { "\($0.event.seq)" }
                 .joined(separator: ",")])
         }
-        if connection != nil { send(entry.event) }
+        if connection != nil { send(entry.event, as: .event(entry.event.seq)) }
         return lost
     }
+
+    /// An event declaring dropped events. It stays out of the outbox (a full outbox must not drop
+    /// events to announce drops); the caller keeps it on disk until `acknowledgedAnnouncement`
+    /// says the broker has it, and it is sent again, same id and seq, on every connection until then.
+    public func announce(_ entry: OutboxEntry) {
+        announcement = entry
+        if connection != nil { send(entry.event, as: .announcement(entry.event.seq)) }
+    }
+
+    private var announcement: OutboxEntry?
+    public private(set) var acknowledgedAnnouncement: UInt64?
 
     /// What is wrong with the outbox's disk now (nil: nothing). Changes are logged once.
     public private(set) var outboxProblem: String?
@@ -81,10 +93,11 @@ public final class UplinkSession {
             rebirth()
             let backlog = outbox.pending
             if !backlog.isEmpty { Log.info("outbox replay", ["events": backlog.count, "first_seq": backlog[0].event.seq]) }
-            for entry in backlog {
+            // The announcement of dropped events takes its place in seq order.
+            for entry in (backlog + [announcement].compactMap { $0 }).sorted(by: { $0.event.seq < $1.event.seq }) {
                 var event = entry.event
                 event.replayed = true
-                send(event)
+                send(event, as: entry == announcement ? .announcement(event.seq) : .event(event.seq))
             }
         case .disconnected(let number, _):
             if connection == number {
@@ -96,6 +109,9 @@ public final class UplinkSession {
             switch sent {
             case .event(let seq):
                 note(outbox.remove(seq: seq))
+            case .announcement(let seq):
+                if announcement?.event.seq == seq { announcement = nil }
+                acknowledgedAnnouncement = seq
             case .status:
                 offlineStatusAcked = true
             case .state:
@@ -130,8 +146,8 @@ public final class UplinkSession {
     /// Nothing sent is waiting for its PUBACK.
     public var settled: Bool { inFlight.isEmpty }
 
-    private func send(_ event: EventPayload) {
-        publish(topic: topics.events, payload: WireJSON.encode(event), retain: false, as: .event(event.seq))
+    private func send(_ event: EventPayload, as sent: Sent) {
+        publish(topic: topics.events, payload: WireJSON.encode(event), retain: false, as: sent)
     }
 
     private func publish(topic: String, payload: [UInt8], retain: Bool, as sent: Sent) {

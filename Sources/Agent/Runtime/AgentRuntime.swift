@@ -86,6 +86,7 @@ final class AgentRuntime {
             for (level, count) in stamper.state.laneCounts { _ = garage.calibrate(level: level, count: count) }
         }
         clockSynced = stamper.clockSynchronized
+        if let pending = stamper.state.announcement { session.announce(pending) }
         for problem in startProblems { deviceEvent("outbox.fault") { $0.reason = problem } }
         flush()
         publishChangedStates()
@@ -115,7 +116,13 @@ final class AgentRuntime {
                 session.handle(event)
                 switch event {
                 case .message(let topic, let payload): command(topic: topic, payload: payload)
-                case .connected: if stamper.state.drops != nil { flush() }
+                case .connected: announceDrops()
+                case .acknowledged:
+                    if let seq = session.acknowledgedAnnouncement, stamper.state.announcement?.event.seq == seq {
+                        stamper.state.announcementAcknowledged(seq: seq)
+                        stamper.state.save()
+                        announceDrops()
+                    }
                 default: break
                 }
             case .sourceFinished:
@@ -165,7 +172,7 @@ final class AgentRuntime {
 
     /// Stamps the garage's new events, saves the device state (sequence, lane counts) before any
     /// of them leaves, hands them to the uplink, and publishes the states they changed.
-    private func flush(announcing: Bool = true) {
+    private func flush() {
         checkClock()
         let entries = events.map { stamper.stamp($0, synced: clockSynced) } + deviceEvents
         events.removeAll(keepingCapacity: true)
@@ -189,9 +196,8 @@ final class AgentRuntime {
             }
             announcedProblem = session.outboxProblem
         }
-        // Once per flush: an announcement that itself overflows the outbox is announced next time.
-        if announcing && session.isConnected { announceDrops() }
-        if announcing && !deviceEvents.isEmpty { return flush(announcing: false) }
+        if !deviceEvents.isEmpty { return flush() }
+        announceDrops()
         publishChangedStates()
         scheduleTimer()
     }
@@ -203,16 +209,19 @@ final class AgentRuntime {
         deviceEvents.append(stamper.stampDevice(type: type, at: clock.now(), synced: clockSynced, fill))
     }
 
-    /// Declares the events a full outbox gave up, so the backend sees a gap it can explain.
+    /// Declares the events a full outbox gave up, so the backend sees a gap it can explain: one
+    /// announcement at a time, kept on disk until the broker acknowledges it.
     private func announceDrops() {
-        guard let drops = stamper.state.drops else { return }
+        guard session.isConnected, stamper.state.announcement == nil, let drops = stamper.state.drops else { return }
         Log.warn("announcing dropped events", ["count": drops.count, "first_seq": drops.firstSeq, "last_seq": drops.lastSeq])
-        deviceEvent("outbox.dropped") {
+        let entry = stamper.stampDevice(type: "outbox.dropped", at: clock.now(), synced: clockSynced) {
             $0.dropped = drops.count
             $0.firstSeq = drops.firstSeq
             $0.lastSeq = drops.lastSeq
         }
-        stamper.state.clearDrops()
+        stamper.state.announce(entry)
+        stamper.state.save()
+        session.announce(entry)
     }
 
     /// When NTP sets the clock, events still waiting get their true times.

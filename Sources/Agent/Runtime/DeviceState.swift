@@ -12,6 +12,8 @@ struct DeviceState {
     private(set) var laneCounts: [String: Int] = [:]
     /// Events the full outbox gave up and no event has announced yet.
     private(set) var drops: Drops?
+    /// The event announcing earlier drops, until the broker acknowledges it.
+    private(set) var announcement: OutboxEntry?
     private var saved: Stored?
     let path: String?
 
@@ -27,7 +29,10 @@ struct DeviceState {
         var seq: UInt64
         var laneCounts: [String: Int]?
         var drops: Drops?
-        enum CodingKeys: String, CodingKey { case boot, seq, laneCounts = "lane_counts", drops = "unannounced_drops" }
+        var announcement: OutboxEntry?
+        enum CodingKeys: String, CodingKey {
+            case boot, seq, laneCounts = "lane_counts", drops = "unannounced_drops", announcement
+        }
     }
 
     /// Loads the state and counts this start. Without a usable directory it keeps it in memory.
@@ -44,6 +49,7 @@ struct DeviceState {
                 seq = stored.seq
                 laneCounts = stored.laneCounts ?? [:]
                 drops = stored.drops
+                announcement = stored.announcement
             } else {
                 Log.error("device state unreadable, kept aside; sequence numbers restart", ["path": path])
                 _ = rename(path, path + ".corrupt")
@@ -79,13 +85,19 @@ struct DeviceState {
         }
     }
 
-    mutating func clearDrops() {
+    /// The drops are now told by this event (kept until acknowledged).
+    mutating func announce(_ entry: OutboxEntry) {
+        announcement = entry
         drops = nil
+    }
+
+    mutating func announcementAcknowledged(seq: UInt64) {
+        if announcement?.event.seq == seq { announcement = nil }
     }
 
     /// Writes the state if it changed (temp file, fsync, rename).
     mutating func save() {
-        let stored = Stored(boot: boot, seq: seq, laneCounts: laneCounts, drops: drops)
+        let stored = Stored(boot: boot, seq: seq, laneCounts: laneCounts, drops: drops, announcement: announcement)
         guard let path, stored != saved else { return }
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys

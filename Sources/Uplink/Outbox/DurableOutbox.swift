@@ -39,11 +39,11 @@ public struct DurableOutbox: Outbox {
     public var count: Int { entries.count }
     public var pending: [OutboxEntry] { entries }
 
-    public mutating func append(_ entry: OutboxEntry) -> (dropped: [OutboxEntry], failure: UplinkError?) {
+    public mutating func append(_ entry: OutboxEntry, sparing: Set<UInt64>) -> (dropped: [OutboxEntry], failure: UplinkError?) {
         entries.append(entry)
         var dropped: [OutboxEntry] = []
         while entries.count > capacity {
-            dropped.append(entries.remove(at: OverflowPolicy.victim(in: entries)))
+            dropped.append(entries.remove(at: OverflowPolicy.victim(in: entries, sparing: sparing)))
         }
         // The drops and the new event reach the disk together, with one sync.
         let records = dropped.map { OutboxLog.Record(del: $0.event.seq) } + [OutboxLog.Record(add: entry)]

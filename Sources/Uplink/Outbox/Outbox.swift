@@ -8,9 +8,10 @@ public protocol Outbox {
     var count: Int { get }
     /// Oldest first.
     var pending: [OutboxEntry] { get }
-    /// Stores the event before it counts as accepted. Returns the events dropped to make room, and
-    /// what failed if it could not be stored on disk (it is then kept in memory).
-    mutating func append(_ entry: OutboxEntry) -> (dropped: [OutboxEntry], failure: UplinkError?)
+    /// Stores the event before it counts as accepted. Returns the events dropped to make room (not
+    /// those in `sparing` unless nothing else is left), and what failed if it could not be stored
+    /// on disk (it is then kept in memory).
+    mutating func append(_ entry: OutboxEntry, sparing: Set<UInt64>) -> (dropped: [OutboxEntry], failure: UplinkError?)
     /// Removes the event with this sequence number after the broker acknowledged it.
     mutating func remove(seq: UInt64) -> UplinkError?
     /// Replaces every pending entry (same events, in the same order, e.g. with corrected times).
@@ -27,11 +28,11 @@ public struct MemoryOutbox: Outbox {
     public var count: Int { events.count }
     public var pending: [OutboxEntry] { events }
 
-    public mutating func append(_ entry: OutboxEntry) -> (dropped: [OutboxEntry], failure: UplinkError?) {
+    public mutating func append(_ entry: OutboxEntry, sparing: Set<UInt64>) -> (dropped: [OutboxEntry], failure: UplinkError?) {
         events.append(entry)
         var dropped: [OutboxEntry] = []
         while events.count > capacity {
-            dropped.append(events.remove(at: OverflowPolicy.victim(in: events)))
+            dropped.append(events.remove(at: OverflowPolicy.victim(in: events, sparing: sparing)))
         }
         return (dropped, nil)
     }
@@ -44,5 +45,12 @@ public struct MemoryOutbox: Outbox {
     public mutating func replaceAll(_ entries: [OutboxEntry]) -> UplinkError? {
         events = entries
         return nil
+    }
+}
+
+extension Outbox {
+    /// Stores the event, sparing nothing from the overflow policy.
+    public mutating func append(_ entry: OutboxEntry) -> (dropped: [OutboxEntry], failure: UplinkError?) {
+        append(entry, sparing: [])
     }
 }

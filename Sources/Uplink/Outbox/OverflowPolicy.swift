@@ -6,16 +6,17 @@ import ParkWiseContract
 /// there is none, the oldest event of all. Passages, check-ins and check-outs are facts a backend
 /// counts and bills: they are never superseded, only dropped last, oldest first.
 public enum OverflowPolicy {
-    /// Index of the event to drop from `events` (oldest first).
-    public static func victim(in events: [OutboxEntry]) -> Int {
+    /// Index of the event to drop from `events` (oldest first). Events in `sparing` (sent and
+    /// awaiting their PUBACK: they may well arrive) are taken only when nothing else is left.
+    public static func victim(in events: [OutboxEntry], sparing: Set<UInt64> = []) -> Int {
         var newest: [String: Int] = [:]
         for (i, entry) in events.enumerated() {
             if let key = supersedeKey(entry.event) { newest[key] = i }
         }
-        for (i, entry) in events.enumerated() {
+        for (i, entry) in events.enumerated() where !sparing.contains(entry.event.seq) {
             if let key = supersedeKey(entry.event), let last = newest[key], last > i { return i }
         }
-        return 0
+        return events.firstIndex { !sparing.contains($0.event.seq) } ?? 0
     }
 
     /// Events with the same key say the same kind of thing about the same subject; the newest wins.
