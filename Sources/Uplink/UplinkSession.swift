@@ -57,15 +57,18 @@ public final class UplinkSession {
     /// What is wrong with the outbox's disk now (nil: nothing). Changes are logged once.
     public private(set) var outboxProblem: String?
 
+    /// Logs when the disk starts failing and when it works again, not every failed write.
     private func note(_ failure: UplinkError?) {
-        let problem = failure?.message
-        guard problem != outboxProblem else { return }
-        if let problem {
-            Log.error("outbox cannot write to disk, events kept in memory", ["error": problem])
-        } else {
+        switch (outboxProblem, failure) {
+        case (nil, let failure?):
+            Log.error("outbox cannot write to disk, events kept in memory", ["error": failure.message])
+            outboxProblem = failure.message
+        case (_?, nil):
             Log.info("outbox writes to disk again")
+            outboxProblem = nil
+        default:
+            break
         }
-        outboxProblem = problem
     }
 
     /// NTP has set the clock: events still waiting get their true wall-clock times.

@@ -141,7 +141,7 @@ func checkDelivery(_ events: [[String: Any]], sourceLocation: SourceLocation = #
         let outbox = dir.path + "/outbox"
         var accepted: [Int: String] = [:]
         var random = SystemRandomNumberGenerator()
-        for _ in 0..<6 {
+        for _ in 0..<10 {
             let agent = try Child(agentBinary, ["run", "--config", config, "--replay", trace.path,
                                                 "--broker", broker.url, "--outbox", outbox])
             usleep(UInt32.random(in: 100_000...900_000, using: &random))
@@ -197,4 +197,69 @@ func acceptedEvents(_ path: String) -> [Int: String] {
         if let event = addedEvent(record), let seq = event["seq"] as? Int, let id = event["id"] as? String { found[seq] = id }
     }
     return found
+}
+
+@Suite(.serialized) struct DiskFaultTests {
+    let prefix = "parkwise/v1/testsite/busy"
+
+    /// A damaged outbox at start: the agent keeps running, keeps the file aside, says so with a
+    /// fault event, and still delivers the events it could read.
+    @Test func aDamagedOutboxAtStartIsReportedAndItsReadableEventsDelivered() throws {
+        let dir = temporaryDirectory()
+        let config = try writeBusyGarage(dir)
+        let outbox = dir.path + "/outbox"
+        let first = try Child(agentBinary, ["run", "--config", config, "--replay", try busyTrace(dir, count: 6).path,
+                                            "--broker", "mqtt://127.0.0.1:\(freePort())", "--outbox", outbox])
+        #expect(eventually(10) { first.stderr.contains("trace finished") })
+        first.signal(SIGTERM)
+        #expect(first.wait(10) == 0)
+        let log = outbox + "/outbox.log"
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: log)))
+        #expect(pendingOnDisk(log).pending == [1, 2, 3, 4, 5, 6])
+        bytes[bytes.count / 2] ^= 0x5A
+        try Data(bytes).write(to: URL(fileURLWithPath: log))
+
+        let broker = try Broker()
+        let subscriber = try Subscriber(broker)
+        try subscriber.listen()
+        let second = try Child(agentBinary, ["run", "--config", config, "--replay", try writeTrace(dir, ""),
+                                             "--broker", broker.url, "--outbox", outbox])
+        #expect(eventually(10) { subscriber.events().contains { $0["type"] as? String == "outbox.fault" } }, "\(second.stderr)")
+        let events = subscriber.events()
+        let fault = try #require(events.first { $0["type"] as? String == "outbox.fault" })
+        #expect((fault["reason"] as? String)?.contains("kept aside") == true)
+        let delivered = events.compactMap { $0["type"] as? String == "spot.occupied" || $0["type"] as? String == "spot.vacated" ? $0["seq"] as? Int : nil }
+        #expect(!delivered.isEmpty && delivered == Array(1...delivered.count), "the readable events before the damage: \(delivered)")
+        #expect(second.stderr.contains("outbox repaired at start"))
+        let aside = try FileManager.default.contentsOfDirectory(atPath: outbox).filter { $0.hasPrefix("outbox.log.corrupt-") }
+        #expect(aside.count == 1)
+        second.signal(SIGTERM)
+        #expect(second.wait(10) == 0)
+        subscriber.stop()
+    }
+
+    /// The disk fills up (a file-size limit here): events stay in memory, a fault event and one log
+    /// line say so, nothing is lost, and nothing crashes.
+    @Test func aFullDiskKeepsEventsInMemoryAndSaysSo() throws {
+        let dir = temporaryDirectory()
+        let broker = try Broker()
+        let subscriber = try Subscriber(broker)
+        broker.stop()
+        let trace = try busyTrace(dir, count: 60, every: 20)
+        // 12 kB: the outbox file fills after a few dozen events.
+        let agent = try Child("/usr/bin/prlimit", ["--fsize=12000", agentBinary, "run", "--config", try writeBusyGarage(dir),
+                                                   "--replay", trace.path, "--broker", broker.url, "--outbox", dir.path + "/outbox"])
+        #expect(eventually(15) { agent.stderr.contains("trace finished") })
+        #expect(agent.stderr.split(separator: "\n").filter { $0.contains("outbox cannot write to disk") }.count == 1, "\(agent.stderr)")
+        try broker.start()
+        try subscriber.listen()
+        #expect(eventually(20) { subscriber.events().contains { $0["type"] as? String == "outbox.fault" } }, "\(agent.stderr)")
+        #expect(eventually(10) { Set(subscriber.events().compactMap { $0["seq"] as? Int }).isSuperset(of: Set(1...60)) })
+        let fault = try #require(subscriber.events().first { $0["type"] as? String == "outbox.fault" })
+        #expect((fault["reason"] as? String)?.contains("File too large") == true)
+        _ = checkDelivery(subscriber.events())
+        agent.signal(SIGTERM)
+        #expect(agent.wait(10) == 0)
+        subscriber.stop()
+    }
 }

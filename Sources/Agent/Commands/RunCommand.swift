@@ -50,6 +50,8 @@ enum RunCommand {
         let opened = SourceChoice.open(args, config: config, command: spec)
         guard case .opened(let source, let clock) = opened else { return opened.exitCode }
 
+        // A file-size limit (or a full quota) must fail the write, not kill the agent.
+        signal(SIGXFSZ, SIG_IGN)
         let runtime = AgentRuntime(config: config, source: source, clock: clock, credentials: credentials,
                                    options: .init(configHash: ConfigFile.hash(path: path)))
         let signals = SignalHandlers(stop: runtime.stopper)

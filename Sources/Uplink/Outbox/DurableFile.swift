@@ -8,16 +8,34 @@ public enum DurableFile {
         let temp = path + ".tmp"
         let fd = open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard fd >= 0 else { return "open \(temp): \(errnoText())" }
-        let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-        let writeErrno = errno
-        let synced = fsync(fd) == 0
+        var problem = writeAll(fd, bytes).map { "write \(temp): \(describe($0))" }
+        if problem == nil && fsync(fd) != 0 { problem = "fsync \(temp): \(errnoText())" }
         close(fd)
-        guard written == bytes.count else { errno = writeErrno; unlink(temp); return "write \(temp): \(errnoText())" }
-        guard synced else { unlink(temp); return "fsync \(temp): \(errnoText())" }
+        if let problem {
+            unlink(temp)
+            return problem
+        }
         guard rename(temp, path) == 0 else { return "rename \(temp): \(errnoText())" }
         syncDirectory(of: path)
         return nil
     }
+
+    /// Writes every byte (a short write is continued, so a full disk shows as its errno).
+    /// Returns the errno of the failure, or nil.
+    public static func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Int32? {
+        var done = 0
+        while done < bytes.count {
+            let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + done, $0.count - done) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                return errno
+            }
+            done += n
+        }
+        return nil
+    }
+
+    public static func describe(_ code: Int32) -> String { String(cString: strerror(code)) + " (errno \(code))" }
 
     /// Makes a rename or a new file in the directory durable.
     public static func syncDirectory(of path: String) {
@@ -54,5 +72,5 @@ public enum DurableFile {
         return nil
     }
 
-    public static func errnoText() -> String { String(cString: strerror(errno)) + " (errno \(errno))" }
+    public static func errnoText() -> String { describe(errno) }
 }

@@ -68,11 +68,11 @@ final class OutboxLog {
     func append(_ records: [Record], sync: Bool) throws(UplinkError) {
         var bytes: [UInt8] = []
         for record in records { bytes += OutboxLog.frame(record) }
-        let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-        guard written == bytes.count else {
-            let problem = DurableFile.errnoText()
-            if written > 0 { _ = ftruncate(fd, lseek(fd, 0, SEEK_END) - off_t(written)) }
-            throw UplinkError(.outbox, "cannot write outbox file \(path): \(problem)", code: errno)
+        let end = lseek(fd, 0, SEEK_END)
+        if let code = DurableFile.writeAll(fd, bytes) {
+            // Take back a partial record, so the file ends on a whole one.
+            if end >= 0 { _ = ftruncate(fd, end) }
+            throw UplinkError(.outbox, "cannot write outbox file \(path): \(DurableFile.describe(code))", code: code)
         }
         if sync && fdatasync(fd) != 0 {
             throw UplinkError(.outbox, "cannot sync outbox file \(path): \(DurableFile.errnoText())", code: errno)
