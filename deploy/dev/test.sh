@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The test suite: installs what is missing, builds, and runs every test. The tests start their own
-# mosquitto brokers on free loopback ports and end them by PID.
+# mosquitto brokers on free loopback ports and end them by PID; the GPIO tests boot a real kernel
+# with simulated GPIO chips under qemu (hardware/sim/, cached in ~/.cache/parkwise-vm).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 bash deploy/dev/setup.sh
 swift build --build-tests 2>&1 | tail -n 3
 swift test --skip-build
+bash hardware/sim/run-tests.sh

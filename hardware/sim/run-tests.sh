@@ -1,0 +1,218 @@
+#!/usr/bin/env bash
+# The real-kernel GPIO tests (issue 5): boots Debian bookworm's kernel under qemu TCG with gpio-sim chips that look
+# like a Pi 4 (pinctrl-bcm2711), a Pi 5 (pinctrl-rp1) and an MCP23017, runs the release agent binary inside with
+# mosquitto on 127.0.0.1, drives the lines from here through the VM's second serial port and checks what the agent
+# publishes. Ends with "N passed, M failed"; exits non-zero if anything failed or could not run (never skips).
+#
+#   bash hardware/sim/run-tests.sh            # the tests
+#   bash hardware/sim/run-tests.sh --bench    # the tests, then the in-VM benchmark (latency, edges/s)
+#
+# PARKWISE_VM_CACHE   downloads, kernel and modules (default ~/.cache/parkwise-vm); a second run reuses them
+# PARKWISE_VM_BUILD   swift scratch path for the static agent build (default /tmp/vm-build)
+# PARKWISE_AGENT      an agent binary to test instead of building one
+set -uo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+REPO="$(cd "$HERE/../.." && pwd)"
+BENCH=0
+[[ "${1:-}" == "--bench" ]] && BENCH=1
+PASS=0
+FAIL=0
+QEMU_PID=""
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/parkwise-vm.XXXXXX")"
+T0=$SECONDS
+
+finish() {
+    if [[ -n "$QEMU_PID" ]] && kill -0 "$QEMU_PID" 2>/dev/null; then
+        printf 'poweroff now\n' >&3 2>/dev/null
+        for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$QEMU_PID" 2>/dev/null || break; sleep 0.5; done
+        kill "$QEMU_PID" 2>/dev/null
+    fi
+    [[ $FAIL -gt 0 && -f "$WORK/console.log" ]] && { echo "--- VM console (last lines):"; tail -n 15 "$WORK/console.log" | tr -d '\r'; }
+    [[ $FAIL -eq 0 ]] && rm -rf "$WORK"
+    echo "vm-tests: $((SECONDS - T0)) s wall"
+    echo "$PASS passed, $FAIL failed"
+    [[ $FAIL -eq 0 && $PASS -gt 0 ]] && exit 0
+    exit 1
+}
+cannot_run() { echo "vm-tests: CANNOT RUN: $*" >&2; FAIL=$((FAIL + 1)); finish; }
+
+# --- host tools, cached VM parts, the agent -----------------------------------------------------------------------
+as_root() { if [[ $(id -u) -eq 0 ]]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else return 1; fi; }
+if ! command -v qemu-system-x86_64 >/dev/null; then
+    echo "vm-tests: installing qemu-system-x86" >&2
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends qemu-system-x86 >/dev/null \
+        || { as_root apt-get update -q >/dev/null && as_root env DEBIAN_FRONTEND=noninteractive \
+                 apt-get install -y -q --no-install-recommends qemu-system-x86 >/dev/null; } \
+        || cannot_run "qemu-system-x86_64 is missing and could not be installed (apt-get install qemu-system-x86)"
+fi
+if ! apt-cache policy linux-image-amd64 2>/dev/null | grep -q 'Candidate: [0-9]'; then
+    as_root apt-get update -q >/dev/null || cannot_run "apt-get update failed"
+fi
+CACHE="$(bash "$HERE/setup.sh" | tail -n 1)" && [[ -f "$CACHE/vmlinux" ]] || cannot_run "VM setup failed (see above)"
+
+AGENT="${PARKWISE_AGENT:-}"
+if [[ -z "$AGENT" ]]; then
+    BUILD="${PARKWISE_VM_BUILD:-/tmp/vm-build}"
+    echo "vm-tests: building the agent (release, static Swift runtime) in $BUILD" >&2
+    (cd "$REPO" && swift build -c release --static-swift-stdlib --scratch-path "$BUILD" --product parkwise-agent) \
+        > "$WORK/build.log" 2>&1 || { tail -n 30 "$WORK/build.log"; cannot_run "the agent does not build"; }
+    AGENT="$BUILD/release/parkwise-agent"
+fi
+[[ -x "$AGENT" ]] || cannot_run "no agent binary at $AGENT"
+bash "$HERE/initramfs.sh" "$CACHE" "$AGENT" "$WORK/initrd.cpio" || cannot_run "initramfs failed"
+
+# --- the VM -----------------------------------------------------------------------------------------------------------
+mkfifo "$WORK/ctl.in" "$WORK/ctl.out"
+qemu-system-x86_64 -accel tcg -m 1024 -smp 2 -display none -no-reboot -nic none -monitor none \
+    -kernel "$CACHE/vmlinux" -initrd "$WORK/initrd.cpio" -append "console=ttyS0 quiet panic=-1" \
+    -serial "file:$WORK/console.log" -serial "pipe:$WORK/ctl" > "$WORK/qemu.log" 2>&1 &
+QEMU_PID=$!
+exec 3<>"$WORK/ctl.in" 4<>"$WORK/ctl.out"   # read-write opens of the fifos never block
+
+PENDING=""
+# read_line SECONDS: the next line from the guest into LINE (1: nothing within SECONDS, 2: the VM is gone).
+read_line() {
+    local deadline=$((SECONDS + $1)) chunk
+    while :; do
+        if IFS= read -r -t 1 chunk <&4; then
+            LINE="${PENDING}${chunk}"; LINE="${LINE//$'\r'/}"; PENDING=""; return 0
+        fi
+        PENDING+="$chunk"
+        kill -0 "$QEMU_PID" 2>/dev/null || return 2
+        (( SECONDS >= deadline )) && return 1
+    done
+}
+BOOT_START=$SECONDS
+until read_line 120 && [[ "$LINE" == *@@READY* ]]; do
+    [[ $? -ne 0 || $((SECONDS - BOOT_START)) -gt 120 ]] && {
+        cat "$WORK/qemu.log"; tr -d '\r' < "$WORK/console.log" | tail -n 20
+        cannot_run "the VM did not come up (see its console above)"; }
+done
+echo "vm-tests: VM up in $((SECONDS - BOOT_START)) s ($(grep -a -o '@@BOOTED [0-9.]*s' "$WORK/console.log" | cut -d' ' -f2) guest time)"
+
+SEQ=0
+# g [-t SECONDS] COMMAND: runs a shell command in the guest (with guest/lib.sh loaded); its output in OUT.
+# Returns the command's exit code; 124 if it did not finish in time (default 60 s), 125 if the VM is gone.
+g() {
+    local timeout=60 status
+    if [[ "$1" == -t ]]; then timeout=$2; shift 2; fi
+    SEQ=$((SEQ + 1))
+    printf '%s %s\n' "$SEQ" "$1" >&3
+    OUT=""
+    while :; do
+        read_line "$timeout"; status=$?
+        [[ $status -eq 1 ]] && { OUT+="(no answer in ${timeout} s)"; return 124; }
+        [[ $status -eq 2 ]] && { OUT+="(the VM is gone)"; return 125; }
+        case "$LINE" in
+            "@@END $SEQ "*) return "${LINE##* }" ;;
+            "| "*) OUT+="${LINE#| }"$'\n' ;;
+        esac
+    done
+}
+
+# check DESCRIPTION COMMAND [EXIT]: a step of a case; on a different exit code the case fails with the output.
+check() {
+    g "$2"; local rc=$?
+    [[ $rc -eq ${3:-0} ]] && return 0
+    WHY="$1: exit $rc, expected ${3:-0}"$'\n'"$(printf '%s' "$OUT" | sed 's/^/      /')"
+    return 1
+}
+# run_case NAME FUNCTION CLEANUP: counts the case; CLEANUP (guest command) runs whatever happened.
+run_case() {
+    WHY=""
+    local start=$SECONDS ok=0
+    "$2" && ok=1
+    [[ -n "${3:-}" ]] && g "$3" >/dev/null
+    if [[ $ok -eq 1 ]]; then
+        PASS=$((PASS + 1)); echo "ok    $1 ($((SECONDS - start)) s)"
+    else
+        FAIL=$((FAIL + 1)); echo "FAIL  $1 ($((SECONDS - start)) s)"; echo "      $WHY"
+    fi
+}
+
+# --- the cases ----------------------------------------------------------------------------------------------------------
+T=parkwise/v1/vm
+
+spot_changes() {  # Pi 4 profile: GPIO17 and pin 13 (= GPIO27) on pinctrl-bcm2711 (gpiochip1)
+    check "agent starts" "start spots pi4-spots.yaml" &&
+    check "lines requested with the agent as consumer" "wait_used pi4 17 && wait_used pi4 27 && info pi4 17 | grep parkwise-agent && info pi4 27 | grep parkwise-agent" &&
+    check "free at start (retained)" "retained $T/pi4-spots/state/spot/P1-A-01 | grep '\"state\":\"free\"'" &&
+    check "GPIO17 high -> spot.occupied" "pull pi4 17 up && wait_msg 10 $T/pi4-spots/events '\"spot.occupied\"' '\"P1-A-01\"'" &&
+    check "retained occupied" "sleep 0.3; retained $T/pi4-spots/state/spot/P1-A-01 | grep '\"state\":\"occupied\"'" &&
+    check "pin 13 high -> spot.occupied P1-A-02" "pull pi4 27 up && wait_msg 10 $T/pi4-spots/events '\"spot.occupied\"' '\"P1-A-02\"'" &&
+    check "level count 2 from spots" "sleep 0.3; retained $T/pi4-spots/state/level/P1 | grep '\"occupied\":2'" &&
+    check "GPIO17 low -> spot.vacated" "pull pi4 17 down && wait_msg 10 $T/pi4-spots/events '\"spot.vacated\"' '\"P1-A-01\"'" &&
+    check "retained free" "sleep 0.3; retained $T/pi4-spots/state/spot/P1-A-01 | grep '\"state\":\"free\"'" &&
+    check "a 30 ms blip is filtered (delayed_on 100ms)" "pull pi4 17 up; usleep 30000; pull pi4 17 down; sleep 0.5; [ \$(msgs $T/pi4-spots/events '\"P1-A-01\"' | wc -l) -eq 2 ]" &&
+    check "SIGTERM: clean stop, lines released, offline status" "stop spots && wait_free pi4 17 && wait_free pi4 27 && retained $T/pi4-spots/status | grep '\"offline\"'"
+}
+
+lane_passage() {  # two loops a=GPIO22, b=GPIO23
+    check "agent starts" "start lane pi4-lane.yaml && wait_used pi4 22 && wait_used pi4 23" &&
+    check "a, a+b, b -> lane.passage outside -> P1" "pull pi4 22 up; usleep 300000; pull pi4 23 up; usleep 300000; pull pi4 22 down; usleep 300000; pull pi4 23 down; wait_msg 10 $T/pi4-lane/events '\"lane.passage\"' '\"from\":\"outside\"' '\"to\":\"P1\"'" &&
+    check "b, b+a, a -> lane.passage P1 -> outside" "pull pi4 23 up; usleep 300000; pull pi4 22 up; usleep 300000; pull pi4 23 down; usleep 300000; pull pi4 22 down; wait_msg 10 $T/pi4-lane/events '\"lane.passage\"' '\"from\":\"P1\"' '\"to\":\"outside\"'" &&
+    check "exactly two passages" "sleep 0.5; [ \$(msgs $T/pi4-lane/events lane.passage | wc -l) -eq 2 ] || msgs $T/pi4-lane/events" &&
+    check "clean stop" "stop lane && wait_free pi4 22"
+}
+
+bias_active_low() {  # MCP23017 (gpiochip0, device gpio-sim.0, unnamed lines): mcp23017:GPA2, gpio-sim.0:GPB1
+    check "agent starts" "start mcp mcp-bias.yaml && wait_used mcp 2 && wait_used mcp 9" &&
+    check "gpioinfo: GPA2 active-low with pull-up" "info mcp 2 | grep parkwise-agent | grep active-low | grep pull-up" &&
+    check "gpioinfo: GPB1 (offset 9) pull-down" "info mcp 9 | grep parkwise-agent | grep active-high | grep pull-down" &&
+    check "the pull-up holds GPA2 high at rest" "[ \$(value mcp 2) = 1 ]" &&
+    check "active-low spot reads free at rest" "retained $T/mcp-bias/state/spot/P1-A-01 | grep '\"state\":\"free\"'" &&
+    check "pull-down spot free at rest" "retained $T/mcp-bias/state/spot/P1-A-02 | grep '\"state\":\"free\"'" &&
+    check "GPA2 pulled low -> occupied" "pull mcp 2 down && wait_msg 10 $T/mcp-bias/events '\"spot.occupied\"' '\"P1-A-01\"'" &&
+    check "GPB1 high -> occupied" "pull mcp 9 up && wait_msg 10 $T/mcp-bias/events '\"spot.occupied\"' '\"P1-A-02\"'" &&
+    check "GPA2 back high -> vacated" "pull mcp 2 up && wait_msg 10 $T/mcp-bias/events '\"spot.vacated\"' '\"P1-A-01\"'" &&
+    check "clean stop" "stop mcp && wait_free mcp 2"
+}
+
+initial_state() {  # GPIO5 high before the agent starts
+    check "line high before start" "pull pi4 5 up && [ \$(value pi4 5) = 1 ]" &&
+    check "agent starts" "start init pi4-initial.yaml && wait_used pi4 5" &&
+    check "retained state occupied at once" "retained $T/pi4-initial/state/spot/P1-A-05 | grep '\"state\":\"occupied\"'" &&
+    check "no spot.occupied event" "sleep 0.5; no_msg $T/pi4-initial/events spot.occupied" &&
+    check "level counts it" "retained $T/pi4-initial/state/level/P1 | grep '\"occupied\":1'" &&
+    check "clean stop" "stop init"
+}
+
+line_busy() {  # gpiomon holds GPIO6
+    check "gpiomon holds GPIO6" "gpiomon \$(chip pi4) 6 > /dev/null 2>&1 & echo \$! > /tmp/gpiomon.pid; wait_used pi4 6 && info pi4 6 | grep gpiomon" &&
+    check "agent exits 78 naming 'gpiomon'" "timeout 60 \$AGENT run --config /sim/configs/pi4-busy.yaml --broker mqtt://127.0.0.1:1883 --outbox /tmp/outbox-busy > /tmp/busy.log 2>&1; rc=\$?; cat /tmp/busy.log; echo rc=\$rc; [ \$rc = 78 ] && grep -q \"in use by 'gpiomon'\" /tmp/busy.log"
+}
+
+label_resolution() {  # board raspberry-pi-5: GPIO17 on pinctrl-rp1 (gpiochip2), not on the Pi 4 chip's GPIO17
+    check "agent starts" "start pi5 pi5-label.yaml && wait_used pi5 17" &&
+    check "the rp1 chip is not gpiochip0" "[ \$(chip pi5) != gpiochip0 ] && gpiodetect | grep \"\$(chip pi5) \[pinctrl-rp1\]\"" &&
+    check "pinctrl-bcm2711 GPIO17 left alone" "info pi4 17; ! info pi4 17 | grep -q '\\[used'" &&
+    check "rp1 GPIO17 high -> spot.occupied" "pull pi5 17 up && wait_msg 10 $T/pi5-label/events '\"spot.occupied\"' '\"P1-A-17\"'" &&
+    check "rp1 GPIO17 low -> spot.vacated" "pull pi5 17 down && wait_msg 10 $T/pi5-label/events '\"spot.vacated\"' '\"P1-A-17\"'" &&
+    check "clean stop" "stop pi5"
+}
+
+auto_ambiguous() {  # board auto, no device tree, GPIO17 on two chips: refused with both named
+    check "agent exits 78 naming both chips" "timeout 60 \$AGENT run --config /sim/configs/auto-ambiguous.yaml --broker mqtt://127.0.0.1:1883 --outbox /tmp/outbox-auto > /tmp/auto.log 2>&1; rc=\$?; cat /tmp/auto.log; echo rc=\$rc; [ \$rc = 78 ] && grep pinctrl-bcm2711 /tmp/auto.log | grep -q pinctrl-rp1"
+}
+
+inventory() {  # GPIOInventory.lines() through `parkwise-agent lines`, against gpioinfo
+    check "lines: every chip with its device, the config's spots mapped" "\$AGENT lines --config /sim/configs/mcp-bias.yaml > /tmp/lines.out 2>&1; rc=\$?; cat /tmp/lines.out; [ \$rc = 0 ] && grep 'mcp23017' /tmp/lines.out | grep -q 'gpio-sim.0' && grep -q pinctrl-rp1 /tmp/lines.out && grep -q pinctrl-bcm2711 /tmp/lines.out && grep -q P1-A-01 /tmp/lines.out && grep -q P1-A-02 /tmp/lines.out" &&
+    check "lines: as many lines as gpioinfo" "[ \$(grep -c -E 'GPIO[0-9]+' /tmp/lines.out) -ge \$(gpioinfo | grep -c -E '\"GPIO[0-9]+\"') ] || { gpioinfo | grep -c GPIO; grep -c GPIO /tmp/lines.out; false; }"
+}
+
+run_case "spot occupied/vacated, retained states, clean stop (Pi 4)" spot_changes "[ -f /tmp/spots.pid ] && stop spots; pull pi4 17 down; pull pi4 27 down"
+run_case "lane passage in both directions (two loops)" lane_passage "[ -f /tmp/lane.pid ] && stop lane; pull pi4 22 down; pull pi4 23 down"
+run_case "bias and active-low (MCP23017 by label and by device, GPA/GPB names)" bias_active_low "[ -f /tmp/mcp.pid ] && stop mcp"
+run_case "initial state read at start" initial_state "[ -f /tmp/init.pid ] && stop init; pull pi4 5 down"
+run_case "line busy: exit 78, holder named" line_busy "kill \$(cat /tmp/gpiomon.pid) 2>/dev/null; true"
+run_case "board raspberry-pi-5 resolved by chip label (rp1 is gpiochip2)" label_resolution "[ -f /tmp/pi5.pid ] && stop pi5; pull pi5 17 down"
+run_case "board auto with GPIO17 on two chips is refused" auto_ambiguous ""
+run_case "parkwise-agent lines matches gpioinfo" inventory ""
+
+if [[ $BENCH -eq 1 ]]; then
+    echo "--- benchmark (inside the VM, qemu TCG; figures only, no assertions)"
+    g -t 900 "BENCH_SAMPLES=${PARKWISE_BENCH_SAMPLES:-100} BENCH_ROUNDS='${PARKWISE_BENCH_ROUNDS:-25 100}' sh /sim/bench.sh"; rc=$?
+    printf '%s' "$OUT"
+    [[ $rc -eq 0 ]] || { FAIL=$((FAIL + 1)); echo "FAIL  benchmark (exit $rc)"; }
+fi
+finish
