@@ -185,3 +185,28 @@ import Testing
         #expect(level.spotsOccupied == 1)
     }
 }
+
+@Suite struct LostInputTests {
+    @Test func aLostInputMakesItsSpotUnknownForGood() {
+        var h = GarageHarness(garageConfig())
+        h.edge(2, true, at: 0)
+        h.advance(to: 10_000)
+        h.events.removeAll()
+        h.garage.inputLost(2, at: .milliseconds(20_000), into: &h.events)
+        #expect(h.events.map(\.kind) == [.sensorFault(subject: "spot P1-A-01", input: "GPIO4", reason: .lost)])
+        #expect(h.garage.spot(0).occupancy == .unknown)
+        h.events.removeAll()
+        h.edge(2, false, at: 30_000)
+        h.advance(to: 3_600_000)
+        h.garage.inputLost(2, at: .milliseconds(3_600_000), into: &h.events)
+        #expect(h.events.isEmpty, "no recovery, no second fault")
+        #expect(h.garage.spot(0).occupancy == .unknown)
+    }
+
+    @Test func losingTheWholeBoardFaultsEveryInput() {
+        var h = GarageHarness(garageConfig(spots: 2))
+        h.garage.inputLost(nil, at: .milliseconds(1000), into: &h.events)
+        #expect(h.events.count == 4)
+        #expect(h.events.allSatisfy { if case .sensorFault(_, _, .lost) = $0.kind { true } else { false } })
+    }
+}

@@ -79,6 +79,10 @@ enum DiagnoseCommand {
             case .tick:
                 garage.advance(to: clock.now(), into: &events)
                 show()
+            case .inputLost(let input, let message):
+                say("input lost: \(input.map { inputs[$0].ref.description } ?? "all"): \(message)")
+                garage.inputLost(input, at: clock.now(), into: &events)
+                show()
             case .sourceFinished:
                 say("trace finished; Ctrl-C for the summary")
             case .stop:

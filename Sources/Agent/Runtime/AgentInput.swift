@@ -9,6 +9,8 @@ enum AgentInput: Sendable {
     /// Every few seconds: has NTP set the clock?
     case housekeeping
     case uplink(UplinkEvent)
+    /// The board can no longer read an input (nil: any of them), and why.
+    case inputLost(Int?, String)
     /// A simulation or trace has no more line changes.
     case sourceFinished
     /// SIGTERM or SIGINT: stop gracefully.

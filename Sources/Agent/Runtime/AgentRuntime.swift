@@ -125,6 +125,11 @@ final class AgentRuntime {
                     }
                 default: break
                 }
+            case .inputLost(let input, let message):
+                Log.error("GPIO input lost", ["input": input.map { config.inputs[$0].ref.description } ?? "all",
+                                              "problem": message])
+                garage.inputLost(input, at: clock.now(), into: &events)
+                flush()
             case .sourceFinished:
                 Log.info("trace finished, agent keeps running until stopped")
             case .stop:
@@ -156,7 +161,7 @@ final class AgentRuntime {
                 case .tick:
                     Log.warn("broker did not acknowledge everything before stopping", ["outbox": session.outboxCount])
                     break waiting
-                case .lines, .sourceFinished, .stop, .housekeeping:
+                case .lines, .sourceFinished, .stop, .housekeeping, .inputLost:
                     continue
                 }
             }

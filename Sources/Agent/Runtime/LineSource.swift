@@ -19,7 +19,8 @@ enum LineSource {
     func start(clock: AgentClock, into continuation: AsyncStream<AgentInput>.Continuation) -> @Sendable () -> Void {
         switch self {
         case .board(let board):
-            board.start { changes in continuation.yield(.lines(changes)) }
+            board.start(deliver: { changes in continuation.yield(.lines(changes)) },
+                        failed: { failure in continuation.yield(.inputLost(failure.input, failure.message)) })
             return { board.stop() }
         case .simulator(let simulator):
             let task = Task {

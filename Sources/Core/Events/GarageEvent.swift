@@ -44,4 +44,6 @@ public enum FaultReason: String, Sendable, Hashable {
     case stuck
     /// More changes in a minute than traffic makes: a loose wire, a failing detector.
     case chatter
+    /// The input cannot be read any more (its GPIO chip failed or was removed) until a restart.
+    case lost
 }

@@ -66,7 +66,7 @@ public struct Garage {
         if health[i].rawEdge(at: change.at) {
             fault(input: i, reason: .chatter, at: change.at, into: &events)
         }
-        if health[i].fault == .chatter {
+        if health[i].fault == .chatter || health[i].fault == .lost {
             filters[i].observe(change.active)
             scheduleHealth(i)
             return
@@ -82,7 +82,8 @@ public struct Garage {
         while let entry = timers.popDue(now) {
             switch entry.timer {
             case .filter(let input):
-                guard filters[input].deadline == entry.due, health[input].fault != .chatter else { continue }
+                guard filters[input].deadline == entry.due, health[input].fault != .chatter,
+                      health[input].fault != .lost else { continue }
                 if let edge = filters[input].expire() {
                     filtered(input: input, active: filters[input].stable, at: edge, into: &events)
                 }
@@ -104,6 +105,14 @@ public struct Garage {
                 }
                 scheduleHealth(input)
             }
+        }
+    }
+
+    /// The board can no longer read an input (nil: any input): what it feeds becomes unknown.
+    public mutating func inputLost(_ input: Int?, at: MonotonicInstant, into events: inout [GarageEvent]) {
+        advance(to: at, into: &events)
+        for i in input.map({ [$0] }) ?? Array(filters.indices) where i >= 0 && i < filters.count {
+            if health[i].lose() { fault(input: i, reason: .lost, at: at, into: &events) }
         }
     }
 

@@ -31,13 +31,14 @@ struct InputHealth {
     var deadline: MonotonicInstant? {
         switch fault {
         case .chatter: return lastEdge.map { $0 + recoverAfter }
-        case .stuck: return nil
+        case .stuck, .lost: return nil
         case nil: return activeSince.flatMap { since in stuckAfter.map { since + $0 } }
         }
     }
 
     /// Records a raw edge. True when it starts a chatter fault.
     mutating func rawEdge(at: MonotonicInstant) -> Bool {
+        guard fault != .lost else { return false }
         lastEdge = at
         if let counted, at - counted < InputHealth.burst { return false }
         counted = at
@@ -52,6 +53,14 @@ struct InputHealth {
         let oldest = recent[next % recent.count]
         guard at - oldest < InputHealth.chatterWindow else { return false }
         fault = .chatter
+        activeSince = nil
+        return true
+    }
+
+    /// The input cannot be read any more. False if it already was lost.
+    mutating func lose() -> Bool {
+        guard fault != .lost else { return false }
+        fault = .lost
         activeSince = nil
         return true
     }
@@ -75,7 +84,7 @@ struct InputHealth {
             recent.removeAll(keepingCapacity: true)
             next = 0
             return .quiet
-        case .stuck:
+        case .stuck, .lost:
             return nil
         case nil:
             guard let since = activeSince, let limit = stuckAfter, since + limit <= now else { return nil }
