@@ -132,3 +132,41 @@ import Testing
         #expect(r.out.contains("no GPIO chips on this machine"))
     }
 }
+
+@Suite struct StateDirectoryTests {
+    /// Two agents on one outbox would corrupt it: the second refuses to start and says why.
+    @Test func aSecondAgentOnTheSameOutboxRefuses() throws {
+        let dir = temporaryDirectory()
+        let config = try writeGarage(dir)
+        let args = ["run", "--config", config, "--replay", try writeTrace(dir, ""), "--broker", "mqtt://127.0.0.1:\(freePort())",
+                    "--outbox", dir.path + "/outbox"]
+        let first = try Child(agentBinary, args)
+        #expect(eventually(10) { first.stderr.contains("agent running") })
+        let second = try runAgent(args)
+        #expect(second.code == 1)
+        #expect(second.err.contains("another parkwise-agent (pid \(first.pid)) is using \(dir.path)/outbox"))
+        first.signal(SIGTERM)
+        #expect(first.wait(10) == 0)
+    }
+}
+
+@Suite struct MonitorTests {
+    /// The monitor shows what a backend sees: the level view and a line per event.
+    @Test func showsLevelsAndEvents() throws {
+        let dir = temporaryDirectory()
+        let broker = try Broker()
+        let monitor = try Child(agentBinary, ["monitor", "--broker", broker.url, "--site", "testsite", "--count", "5"])
+        #expect(eventually(5) { monitor.stdout.contains("monitor: connected") })
+        let agent = try Child(agentBinary, ["run", "--config", try writeGarage(dir), "--replay", try writeTrace(dir),
+                                            "--speed", "4", "--broker", broker.url, "--outbox", dir.path + "/outbox"])
+        #expect(monitor.wait(20) == 0, "monitor did not end after 5 events: \(monitor.stdout)")
+        let out = monitor.stdout
+        #expect(out.contains("p2-east: online"))
+        #expect(out.contains("levels: P2 ?/48"))
+        #expect(out.contains("#1  spot.occupied   P2-A-01"))
+        #expect(out.contains("#2  lane.passage    P2-ramp outside -> P2"))
+        #expect(out.contains("#5  spot.checkout   P2-A-01"))
+        agent.signal(SIGTERM)
+        #expect(agent.wait(10) == 0)
+    }
+}

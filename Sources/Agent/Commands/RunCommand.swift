@@ -50,6 +50,13 @@ enum RunCommand {
         let opened = SourceChoice.open(args, config: config, command: spec)
         guard case .opened(let source, let clock) = opened else { return opened.exitCode }
 
+        let lock = StateDirectoryLock.acquire(directory: config.outbox.path)
+        if case .held(let holder) = lock {
+            printError("error: another parkwise-agent (\(holder)) is using \(config.outbox.path)\n"
+                       + "    hint: stop it first (systemctl stop parkwise-agent), or give this one its own --outbox")
+            return ExitCode.failure
+        }
+        defer { withExtendedLifetime(lock) {} }
         // A file-size limit (or a full quota) must fail the write, not kill the agent.
         signal(SIGXFSZ, SIG_IGN)
         let runtime = AgentRuntime(config: config, source: source, clock: clock, credentials: credentials,

@@ -1,0 +1,35 @@
+import Glibc
+import Uplink
+
+/// One agent per state directory: two agents appending to one outbox would corrupt it. The lock
+/// (flock on `agent.lock`) goes with the process, however it ends.
+final class StateDirectoryLock {
+    private let fd: Int32
+
+    private init(fd: Int32) { self.fd = fd }
+
+    deinit { close(fd) }
+
+    enum Outcome {
+        case locked(StateDirectoryLock)
+        /// The directory cannot be used at all: the agent runs with its outbox in memory.
+        case unusable
+        /// Another agent holds it (its pid, when it wrote one).
+        case held(by: String)
+    }
+
+    static func acquire(directory: String) -> Outcome {
+        guard DurableFile.makeDirectory(directory) == nil else { return .unusable }
+        let path = directory + "/agent.lock"
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o640)
+        guard fd >= 0 else { return .unusable }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            let holder = DurableFile.read(path: path).map { String(decoding: $0, as: UTF8.self) }.flatMap { $0.isEmpty ? nil : $0 }
+            close(fd)
+            return .held(by: holder ?? "another process")
+        }
+        _ = ftruncate(fd, 0)
+        _ = DurableFile.writeAll(fd, Array("pid \(getpid())".utf8))
+        return .locked(StateDirectoryLock(fd: fd))
+    }
+}
