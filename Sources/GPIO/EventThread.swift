@@ -20,7 +20,13 @@ final class EventThread: Sendable {
         guard let wakeup = Wakeup() else {
             fatalError("GPIO: cannot create the event thread's wakeup pipe: \(errnoText(Glibc.errno))")
         }
-        let loop = EventLoop(lines: lines, names: names, wakeup: wakeup, deliver: deliver, failed: failed)
+        let buffer: EdgeBuffer
+        do {
+            buffer = try EdgeBuffer.make()
+        } catch {
+            fatalError("GPIO: cannot allocate the event thread's edge buffer: \(errnoText(error.errno))")
+        }
+        let loop = EventLoop(lines: lines, names: names, wakeup: wakeup, buffer: buffer, deliver: deliver, failed: failed)
         // The loop (with the line handles) is handed to the new thread through the opaque context pointer and is
         // used only there: the starting thread keeps no reference to it.
         let context = Unmanaged.passRetained(loop).toOpaque()
@@ -57,13 +63,14 @@ private final class EventLoop {
     private let wakeup: Wakeup
     private let deliver: @Sendable ([LineChange]) -> Void
     private let failed: @Sendable (GPIOFailure) -> Void
-    private let buffer = EdgeBuffer()
+    private let buffer: EdgeBuffer
 
-    init(lines: LineSet, names: [String], wakeup: Wakeup, deliver: @escaping @Sendable ([LineChange]) -> Void,
-         failed: @escaping @Sendable (GPIOFailure) -> Void) {
+    init(lines: LineSet, names: [String], wakeup: Wakeup, buffer: EdgeBuffer,
+         deliver: @escaping @Sendable ([LineChange]) -> Void, failed: @escaping @Sendable (GPIOFailure) -> Void) {
         self.lines = lines
         self.names = names
         self.wakeup = wakeup
+        self.buffer = buffer
         self.deliver = deliver
         self.failed = failed
     }

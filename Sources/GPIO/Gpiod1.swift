@@ -1,13 +1,15 @@
+#if !LIBGPIOD2
 import CGPIOD
 import Glibc
 import ParkWiseCore
 
-// The libgpiod 1.6 backend. Every gpiod_* call of the module is in this file, behind four small types:
+// The libgpiod 1.6 backend (the default build; Package.swift defines LIBGPIOD2 for libgpiod 2.x, which compiles
+// Gpiod2.swift instead). Every gpiod_* call of this build is in this file, behind four small types:
 //   ChipHandle  - an open /dev/gpiochipN: name, label, line info, name lookup, requesting a line
 //   LineHandle  - one line requested as input with both-edge events: level, event fd, reading edges
 //   EdgeBuffer  - the memory edges are read into (one per reading thread)
 //   RawEdge / RawLineInfo - what the rest of the module sees, free of C types
-// A libgpiod 2.x backend would be a sibling file with the same four types, selected at build time.
+// Gpiod2.swift is the libgpiod 2.x sibling with the same types, selected at build time.
 //
 // Threading: libgpiod objects are not thread-safe. The owners below are used by one thread at a time:
 // the thread calling GPIOBoard.open / GPIOInventory.lines, then only the event thread reads edges
@@ -177,7 +179,12 @@ final class EdgeBuffer {
     static let capacity = 16
     fileprivate let events: UnsafeMutablePointer<gpiod_line_event>
 
-    init() {
+    /// Cannot fail here (plain memory); throws for the same signature as the 2.x buffer, a libgpiod object.
+    static func make() throws(CError) -> EdgeBuffer {
+        EdgeBuffer()
+    }
+
+    private init() {
         events = .allocate(capacity: Self.capacity)
         events.initialize(repeating: gpiod_line_event(), count: Self.capacity)
     }
@@ -187,3 +194,4 @@ final class EdgeBuffer {
         events.deallocate()
     }
 }
+#endif

@@ -2,7 +2,8 @@
 # initramfs.sh CACHE AGENT OUT: the VM's initramfs (an uncompressed newc cpio: the kernel unpacks it faster
 # than gzip under TCG) with busybox, libgpiod 1.6 tools, mosquitto, the three modules, the agent binary, and
 # every shared library these need (found with ldd: the guest packages first, then the host's), plus the
-# loader. Fails if any library cannot be found.
+# loader. Fails if any library cannot be found. An agent built against libgpiod 2.x (libgpiod2.sh) finds its
+# libgpiod.so.3 through its rpath; it lands in /lib/x86_64-linux-gnu next to the 1.6 tools' libgpiod.so.2.
 set -euo pipefail
 CACHE="$1"; AGENT="$2"; OUT="$3"
 HERE="$(cd "$(dirname "$0")" && pwd)"

@@ -2,41 +2,62 @@
 # The real-kernel GPIO tests (issue 5): boots Debian bookworm's kernel under qemu TCG with gpio-sim chips that look
 # like a Pi 4 (pinctrl-bcm2711), a Pi 5 (pinctrl-rp1) and an MCP23017, runs the release agent binary inside with
 # mosquitto on 127.0.0.1, drives the lines from here through the VM's second serial port and checks what the agent
-# publishes. Ends with "N passed, M failed"; exits non-zero if anything failed or could not run (never skips).
+# publishes. Two passes, one fresh VM each: the agent built against libgpiod 1.6 (the host's, Debian 12) and the agent
+# built against libgpiod 2.x (compiled from PyPI's gpiod sdist by libgpiod2.sh); every output line of a pass is
+# prefixed with its build. Ends with one line "N passed, M failed" over both passes; exits non-zero if anything
+# failed or could not run (a pass that cannot run counts as a failure: nothing is ever skipped).
 #
-#   bash hardware/sim/run-tests.sh            # the tests
-#   bash hardware/sim/run-tests.sh --bench    # the tests, then the in-VM benchmark (latency, edges/s)
+#   bash hardware/sim/run-tests.sh            # the tests, both builds
+#   bash hardware/sim/run-tests.sh --bench    # the tests, then the in-VM benchmark (latency, edges/s), per build
 #
-# PARKWISE_VM_CACHE   downloads, kernel and modules (default ~/.cache/parkwise-vm); a second run reuses them
-# PARKWISE_VM_BUILD   swift scratch path for the static agent build (default /tmp/vm-build)
-# PARKWISE_AGENT      an agent binary to test instead of building one
+# PARKWISE_VM_LIBGPIOD     which builds: "1 2" (default), "1" or "2"
+# PARKWISE_VM_CACHE        downloads, kernel, modules, libgpiod 2 (default ~/.cache/parkwise-vm); reused by later runs
+# PARKWISE_VM_BUILD        swift scratch path of the libgpiod 1.6 build (default /tmp/vm-build)
+# PARKWISE_VM_BUILD_GPIOD2 swift scratch path of the libgpiod 2.x build (default /tmp/vm-build-gpiod2)
+# PARKWISE_AGENT           a libgpiod 1.6 agent binary to test instead of building one
+# PARKWISE_AGENT_GPIOD2    a libgpiod 2.x agent binary to test instead of building one
 set -uo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
 BENCH=0
 [[ "${1:-}" == "--bench" ]] && BENCH=1
+BUILDS="${PARKWISE_VM_LIBGPIOD:-1 2}"
 PASS=0
 FAIL=0
 QEMU_PID=""
+PFX=""
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/parkwise-vm.XXXXXX")"
 T0=$SECONDS
 
-finish() {
+# vm_down: powers the pass's VM off (or kills it) and closes its control pipes.
+vm_down() {
     if [[ -n "$QEMU_PID" ]] && kill -0 "$QEMU_PID" 2>/dev/null; then
         printf 'poweroff now\n' >&3 2>/dev/null
         for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$QEMU_PID" 2>/dev/null || break; sleep 0.5; done
         kill "$QEMU_PID" 2>/dev/null
+        wait "$QEMU_PID" 2>/dev/null
     fi
-    [[ $FAIL -gt 0 && -f "$WORK/console.log" ]] && { echo "--- VM console (last lines):"; tail -n 15 "$WORK/console.log" | tr -d '\r'; }
+    QEMU_PID=""
+    exec 3>&- 4<&-
+}
+finish() {
+    vm_down
     [[ $FAIL -eq 0 ]] && rm -rf "$WORK"
+    [[ $FAIL -gt 0 ]] && echo "vm-tests: logs and consoles kept in $WORK"
     echo "vm-tests: $((SECONDS - T0)) s wall"
     echo "$PASS passed, $FAIL failed"
     [[ $FAIL -eq 0 && $PASS -gt 0 ]] && exit 0
     exit 1
 }
+# cannot_run REASON: nothing can run at all (host tools, VM parts): counts a failure and ends here.
 cannot_run() { echo "vm-tests: CANNOT RUN: $*" >&2; FAIL=$((FAIL + 1)); finish; }
+# pass_cannot_run REASON: this build's pass cannot (go on) run: counts a failure; the other pass still runs.
+pass_cannot_run() { echo "${PFX}CANNOT RUN: $*"; FAIL=$((FAIL + 1)); return 1; }
 
-# --- host tools, cached VM parts, the agent -----------------------------------------------------------------------
+# --- host tools, cached VM parts ----------------------------------------------------------------------------------
+for build in $BUILDS; do
+    [[ "$build" == 1 || "$build" == 2 ]] || cannot_run "PARKWISE_VM_LIBGPIOD='$BUILDS': expected 1, 2 or \"1 2\""
+done
 as_root() { if [[ $(id -u) -eq 0 ]]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else return 1; fi; }
 if ! command -v qemu-system-x86_64 >/dev/null; then
     echo "vm-tests: installing qemu-system-x86" >&2
@@ -49,26 +70,40 @@ if ! apt-cache policy linux-image-amd64 2>/dev/null | grep -q 'Candidate: [0-9]'
     as_root apt-get update -q >/dev/null || cannot_run "apt-get update failed"
 fi
 CACHE="$(bash "$HERE/setup.sh" | tail -n 1)" && [[ -f "$CACHE/vmlinux" ]] || cannot_run "VM setup failed (see above)"
+export PARKWISE_VM_CACHE="$CACHE"
 
-AGENT="${PARKWISE_AGENT:-}"
-if [[ -z "$AGENT" ]]; then
-    BUILD="${PARKWISE_VM_BUILD:-/tmp/vm-build}"
-    echo "vm-tests: building the agent (release, static Swift runtime) in $BUILD" >&2
-    (cd "$REPO" && swift build -c release --static-swift-stdlib --scratch-path "$BUILD" --product parkwise-agent) \
-        > "$WORK/build.log" 2>&1 || { tail -n 30 "$WORK/build.log"; cannot_run "the agent does not build"; }
-    AGENT="$BUILD/release/parkwise-agent"
-fi
-[[ -x "$AGENT" ]] || cannot_run "no agent binary at $AGENT"
-bash "$HERE/initramfs.sh" "$CACHE" "$AGENT" "$WORK/initrd.cpio" || cannot_run "initramfs failed"
+# --- the agents: both built before the first VM boots -------------------------------------------------------------------
+declare -A AGENTS=() SONAMES=([1]=libgpiod.so.2 [2]=libgpiod.so.3) NAMES=([1]="libgpiod 1.6" [2]="libgpiod 2.x")
+declare -A BUILD_ERROR=()
+for build in $BUILDS; do
+    if [[ $build == 1 ]]; then
+        AGENT="${PARKWISE_AGENT:-}"
+        if [[ -z "$AGENT" ]]; then
+            BUILD="${PARKWISE_VM_BUILD:-/tmp/vm-build}"
+            echo "vm-tests: building the libgpiod 1.6 agent (release, static Swift runtime) in $BUILD" >&2
+            # PARKWISE_LIBGPIOD=1: the host's libgpiod 1.6, whatever PKG_CONFIG_PATH this shell has.
+            if (cd "$REPO" && env -u PKG_CONFIG_PATH PARKWISE_LIBGPIOD=1 swift build -c release --static-swift-stdlib \
+                    --scratch-path "$BUILD" --product parkwise-agent) > "$WORK/build-gpiod1.log" 2>&1; then
+                AGENT="$BUILD/release/parkwise-agent"
+            else
+                tail -n 30 "$WORK/build-gpiod1.log"; BUILD_ERROR[1]="the libgpiod 1.6 agent does not build"
+            fi
+        fi
+    else
+        AGENT="${PARKWISE_AGENT_GPIOD2:-}"
+        if [[ -z "$AGENT" ]]; then
+            echo "vm-tests: libgpiod 2.x from PyPI's gpiod sdist, and the agent against it" >&2
+            if AGENT="$(bash "$HERE/libgpiod2.sh" 2> "$WORK/build-gpiod2.log" | tail -n 1)" && [[ -n "$AGENT" ]]; then :; else
+                tail -n 30 "$WORK/build-gpiod2.log"; AGENT=""
+                BUILD_ERROR[2]="libgpiod 2.x or the agent against it does not build (hardware/sim/libgpiod2.sh)"
+            fi
+        fi
+    fi
+    [[ -n "$AGENT" && -z "${BUILD_ERROR[$build]:-}" && ! -x "$AGENT" ]] && BUILD_ERROR[$build]="no agent binary at $AGENT"
+    AGENTS[$build]="$AGENT"
+done
 
-# --- the VM -----------------------------------------------------------------------------------------------------------
-mkfifo "$WORK/ctl.in" "$WORK/ctl.out"
-qemu-system-x86_64 -accel tcg -m 1024 -smp 2 -display none -no-reboot -nic none -monitor none \
-    -kernel "$CACHE/vmlinux" -initrd "$WORK/initrd.cpio" -append "console=ttyS0 quiet panic=-1" \
-    -serial "file:$WORK/console.log" -serial "pipe:$WORK/ctl" > "$WORK/qemu.log" 2>&1 &
-QEMU_PID=$!
-exec 3<>"$WORK/ctl.in" 4<>"$WORK/ctl.out"   # read-write opens of the fifos never block
-
+# --- one pass: a fresh VM with one agent ---------------------------------------------------------------------------------
 PENDING=""
 # read_line SECONDS: the next line from the guest into LINE (1: nothing within SECONDS, 2: the VM is gone).
 read_line() {
@@ -82,15 +117,30 @@ read_line() {
         (( SECONDS >= deadline )) && return 1
     done
 }
-BOOT_START=$SECONDS
-until read_line 120 && [[ "$LINE" == *@@READY* ]]; do
-    [[ $? -ne 0 || $((SECONDS - BOOT_START)) -gt 120 ]] && {
-        cat "$WORK/qemu.log"; tr -d '\r' < "$WORK/console.log" | tail -n 20
-        cannot_run "the VM did not come up (see its console above)"; }
-done
-echo "vm-tests: VM up in $((SECONDS - BOOT_START)) s ($(grep -a -o '@@BOOTED [0-9.]*s' "$WORK/console.log" | cut -d' ' -f2) guest time)"
 
-SEQ=0
+# vm_up DIR: boots the VM with DIR/initrd.cpio; its console in DIR/console.log. 1 if it does not come up.
+vm_up() {
+    local dir="$1" status
+    mkfifo "$dir/ctl.in" "$dir/ctl.out"
+    qemu-system-x86_64 -accel tcg -m 1024 -smp 2 -display none -no-reboot -nic none -monitor none \
+        -kernel "$CACHE/vmlinux" -initrd "$dir/initrd.cpio" -append "console=ttyS0 quiet panic=-1" \
+        -serial "file:$dir/console.log" -serial "pipe:$dir/ctl" > "$dir/qemu.log" 2>&1 &
+    QEMU_PID=$!
+    exec 3<>"$dir/ctl.in" 4<>"$dir/ctl.out"   # read-write opens of the fifos never block
+    PENDING=""
+    SEQ=0
+    local start=$SECONDS
+    while :; do
+        read_line 120; status=$?
+        [[ $status -eq 0 && "$LINE" == *@@READY* ]] && break
+        if [[ $status -ne 0 || $((SECONDS - start)) -gt 120 ]]; then
+            cat "$dir/qemu.log"; tr -d '\r' < "$dir/console.log" | tail -n 20 | sed "s/^/$PFX/"
+            return 1
+        fi
+    done
+    echo "${PFX}VM up in $((SECONDS - start)) s ($(grep -a -o '@@BOOTED [0-9.]*s' "$dir/console.log" | cut -d' ' -f2) guest time)"
+}
+
 # g [-t SECONDS] COMMAND: runs a shell command in the guest (with guest/lib.sh loaded); its output in OUT.
 # Returns the command's exit code; 124 if it did not finish in time (default 60 s), 125 if the VM is gone.
 g() {
@@ -124,9 +174,9 @@ run_case() {
     "$2" && ok=1
     [[ -n "${3:-}" ]] && g "$3" >/dev/null
     if [[ $ok -eq 1 ]]; then
-        PASS=$((PASS + 1)); echo "ok    $1 ($((SECONDS - start)) s)"
+        PASS=$((PASS + 1)); echo "${PFX}ok    $1 ($((SECONDS - start)) s)"
     else
-        FAIL=$((FAIL + 1)); echo "FAIL  $1 ($((SECONDS - start)) s)"; echo "      $WHY"
+        FAIL=$((FAIL + 1)); echo "${PFX}FAIL  $1 ($((SECONDS - start)) s)"; printf '%s\n' "      $WHY" | sed "s/^/$PFX/"
     fi
 }
 
@@ -200,19 +250,45 @@ inventory() {  # GPIOInventory.lines() through `parkwise-agent lines`, against g
     check "lines: as many lines as gpioinfo" "[ \$(grep -c -E 'GPIO[0-9]+' /tmp/lines.out) -ge \$(gpioinfo | grep -c -E '\"GPIO[0-9]+\"') ] || { gpioinfo | grep -c GPIO; grep -c GPIO /tmp/lines.out; false; }"
 }
 
-run_case "spot occupied/vacated, retained states, clean stop (Pi 4)" spot_changes "[ -f /tmp/spots.pid ] && stop spots; pull pi4 17 down; pull pi4 27 down"
-run_case "lane passage in both directions (two loops)" lane_passage "[ -f /tmp/lane.pid ] && stop lane; pull pi4 22 down; pull pi4 23 down"
-run_case "bias and active-low (MCP23017 by label and by device, GPA/GPB names)" bias_active_low "[ -f /tmp/mcp.pid ] && stop mcp"
-run_case "initial state read at start" initial_state "[ -f /tmp/init.pid ] && stop init; pull pi4 5 down"
-run_case "line busy: exit 78, holder named" line_busy "kill \$(cat /tmp/gpiomon.pid) 2>/dev/null; true"
-run_case "board raspberry-pi-5 resolved by chip label (rp1 is gpiochip2)" label_resolution "[ -f /tmp/pi5.pid ] && stop pi5; pull pi5 17 down"
-run_case "board auto with GPIO17 on two chips is refused" auto_ambiguous ""
-run_case "parkwise-agent lines matches gpioinfo" inventory ""
+# run_pass BUILD: the cases (and with --bench the benchmark) against that build's agent, in a fresh VM.
+run_pass() {
+    local build=$1 dir="$WORK/gpiod$1" fails_before=$FAIL start=$SECONDS
+    PFX="[${NAMES[$build]}] "
+    mkdir -p "$dir"
+    echo "--- ${NAMES[$build]}: ${AGENTS[$build]:-no agent}"
+    [[ -z "${BUILD_ERROR[$build]:-}" ]] || { pass_cannot_run "${BUILD_ERROR[$build]}"; return; }
+    bash "$HERE/initramfs.sh" "$CACHE" "${AGENTS[$build]}" "$dir/initrd.cpio" || { pass_cannot_run "initramfs failed"; return; }
+    vm_up "$dir" || { pass_cannot_run "the VM did not come up (see its console above)"; vm_down; return; }
+    # The agent must run on this build's libgpiod (the loader's own report), or the pass proves nothing.
+    if ! g "LD_DEBUG=libs \$AGENT --help 2>&1 >/dev/null | grep -E 'calling init: .*/libgpiod\.so\.[0-9]+$' | sed 's/.*calling init: //'" \
+        || ! grep -q "/${SONAMES[$build]}\$" <<<"$OUT"; then
+        pass_cannot_run "the agent in the VM does not load ${SONAMES[$build]}: $(printf '%s' "$OUT" | tr '\n' ' ')"
+        vm_down; return
+    fi
+    echo "${PFX}agent loads $(printf '%s' "$OUT" | head -n 1)"
 
-if [[ $BENCH -eq 1 ]]; then
-    echo "--- benchmark (inside the VM, qemu TCG; figures only, no assertions)"
-    g -t 900 "BENCH_SAMPLES=${PARKWISE_BENCH_SAMPLES:-100} BENCH_ROUNDS='${PARKWISE_BENCH_ROUNDS:-25 100}' sh /sim/bench.sh"; rc=$?
-    printf '%s' "$OUT"
-    [[ $rc -eq 0 ]] || { FAIL=$((FAIL + 1)); echo "FAIL  benchmark (exit $rc)"; }
-fi
+    run_case "spot occupied/vacated, retained states, clean stop (Pi 4)" spot_changes "[ -f /tmp/spots.pid ] && stop spots; pull pi4 17 down; pull pi4 27 down"
+    run_case "lane passage in both directions (two loops)" lane_passage "[ -f /tmp/lane.pid ] && stop lane; pull pi4 22 down; pull pi4 23 down"
+    run_case "bias and active-low (MCP23017 by label and by device, GPA/GPB names)" bias_active_low "[ -f /tmp/mcp.pid ] && stop mcp"
+    run_case "initial state read at start" initial_state "[ -f /tmp/init.pid ] && stop init; pull pi4 5 down"
+    run_case "line busy: exit 78, holder named" line_busy "kill \$(cat /tmp/gpiomon.pid) 2>/dev/null; true"
+    run_case "board raspberry-pi-5 resolved by chip label (rp1 is gpiochip2)" label_resolution "[ -f /tmp/pi5.pid ] && stop pi5; pull pi5 17 down"
+    run_case "board auto with GPIO17 on two chips is refused" auto_ambiguous ""
+    run_case "parkwise-agent lines matches gpioinfo" inventory ""
+
+    if [[ $BENCH -eq 1 ]]; then
+        echo "${PFX}--- benchmark (inside the VM, qemu TCG; figures only, no assertions)"
+        g -t 900 "BENCH_SAMPLES=${PARKWISE_BENCH_SAMPLES:-100} BENCH_ROUNDS='${PARKWISE_BENCH_ROUNDS:-25 100}' sh /sim/bench.sh"; local rc=$?
+        printf '%s' "$OUT" | sed "s/^/$PFX/"
+        [[ $rc -eq 0 ]] || { FAIL=$((FAIL + 1)); echo "${PFX}FAIL  benchmark (exit $rc)"; }
+    fi
+    vm_down
+    if [[ $FAIL -gt $fails_before && -f "$dir/console.log" ]]; then
+        echo "${PFX}--- VM console (last lines):"; tail -n 15 "$dir/console.log" | tr -d '\r' | sed "s/^/$PFX/"
+    fi
+    echo "${PFX}pass done in $((SECONDS - start)) s"
+}
+
+for build in $BUILDS; do run_pass "$build"; done
+PFX=""
 finish
