@@ -11,6 +11,11 @@ if ! command -v swift >/dev/null 2>&1; then
     exit 1
 fi
 
+# The GPIO test VM compiles libgpiod 2.x from PyPI's gpiod source distribution: it needs pip.
+if ! python3 -m pip --version >/dev/null 2>&1 && ! command -v pip3 >/dev/null 2>&1; then
+    packages+=(python3-pip)
+fi
+
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
