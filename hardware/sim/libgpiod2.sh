@@ -11,7 +11,7 @@
 # Prints the agent binary's path as the last line (with --lib-only: the prefix). Fails loudly (non-zero) otherwise.
 #
 # PARKWISE_VM_CACHE         cache directory (default ~/.cache/parkwise-vm); a second run reuses the library
-# PARKWISE_VM_BUILD_GPIOD2  swift scratch path of this build (default /tmp/vm-build-gpiod2; never the 1.6 one)
+# PARKWISE_VM_BUILD_GPIOD2  swift scratch path of this build (default .build/vm-gpiod2 in the package; never the 1.6 one)
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
@@ -83,7 +83,7 @@ log "libgpiod $got in $PREFIX"
 if [[ $LIB_ONLY -eq 1 ]]; then echo "$PREFIX"; exit 0; fi
 
 # --- 3. the agent against it -------------------------------------------------------------------------------------------
-BUILD="${PARKWISE_VM_BUILD_GPIOD2:-/tmp/vm-build-gpiod2}"
+BUILD="${PARKWISE_VM_BUILD_GPIOD2:-$REPO/.build/vm-gpiod2}"
 log "building the agent against libgpiod $got (release, static Swift runtime) in $BUILD"
 (cd "$REPO" && PKG_CONFIG_PATH="$PREFIX/lib/pkgconfig" PARKWISE_LIBGPIOD=2 \
     swift build -c release --static-swift-stdlib --scratch-path "$BUILD" --product parkwise-agent \

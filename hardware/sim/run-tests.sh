@@ -12,8 +12,8 @@
 #
 # PARKWISE_VM_LIBGPIOD     which builds: "1 2" (default), "1" or "2"
 # PARKWISE_VM_CACHE        downloads, kernel, modules, libgpiod 2 (default ~/.cache/parkwise-vm); reused by later runs
-# PARKWISE_VM_BUILD        swift scratch path of the libgpiod 1.6 build (default /tmp/vm-build)
-# PARKWISE_VM_BUILD_GPIOD2 swift scratch path of the libgpiod 2.x build (default /tmp/vm-build-gpiod2)
+# PARKWISE_VM_BUILD        swift scratch path of the libgpiod 1.6 build (default .build/vm-gpiod1 in the package)
+# PARKWISE_VM_BUILD_GPIOD2 swift scratch path of the libgpiod 2.x build (default .build/vm-gpiod2 in the package)
 # PARKWISE_AGENT           a libgpiod 1.6 agent binary to test instead of building one
 # PARKWISE_AGENT_GPIOD2    a libgpiod 2.x agent binary to test instead of building one
 set -uo pipefail
@@ -79,7 +79,7 @@ for build in $BUILDS; do
     if [[ $build == 1 ]]; then
         AGENT="${PARKWISE_AGENT:-}"
         if [[ -z "$AGENT" ]]; then
-            BUILD="${PARKWISE_VM_BUILD:-/tmp/vm-build}"
+            BUILD="${PARKWISE_VM_BUILD:-$REPO/.build/vm-gpiod1}"
             echo "vm-tests: building the libgpiod 1.6 agent (release, static Swift runtime) in $BUILD" >&2
             # PARKWISE_LIBGPIOD=1: the host's libgpiod 1.6, whatever PKG_CONFIG_PATH this shell has.
             if (cd "$REPO" && env -u PKG_CONFIG_PATH PARKWISE_LIBGPIOD=1 swift build -c release --static-swift-stdlib \
