@@ -1,6 +1,6 @@
 /// An uplink failure a technician can act on, with the library's code.
 public struct UplinkError: Error, Sendable, CustomStringConvertible {
-    public enum Code: String, Sendable { case library, credentials, outbox }
+    public enum Code: String, Sendable { case library, outbox }
     public var code: Code
     public var message: String
     public var libraryCode: Int32?
