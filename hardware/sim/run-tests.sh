@@ -193,7 +193,7 @@ spot_changes() {  # Pi 4 profile: GPIO17 and pin 13 (= GPIO27) on pinctrl-bcm271
     check "level count 2 from spots" "sleep 0.3; retained $T/pi4-spots/state/level/P1 | grep '\"occupied\":2'" &&
     check "GPIO17 low -> spot.vacated" "pull pi4 17 down && wait_msg 10 $T/pi4-spots/events '\"spot.vacated\"' '\"P1-A-01\"'" &&
     check "retained free" "sleep 0.3; retained $T/pi4-spots/state/spot/P1-A-01 | grep '\"state\":\"free\"'" &&
-    check "a 30 ms blip is filtered (delayed_on 100ms)" "pull pi4 17 up; usleep 30000; pull pi4 17 down; sleep 0.5; [ \$(msgs $T/pi4-spots/events '\"P1-A-01\"' | wc -l) -eq 2 ]" &&
+    check "a 30 ms blip is filtered (delayed_on 1s)" "pull pi4 17 up; usleep 30000; pull pi4 17 down; sleep 1.5; [ \$(msgs $T/pi4-spots/events '\"P1-A-01\"' | wc -l) -eq 2 ]" &&
     check "SIGTERM: clean stop, lines released, offline status" "stop spots && wait_free pi4 17 && wait_free pi4 27 && retained $T/pi4-spots/status | grep '\"offline\"'"
 }
 
