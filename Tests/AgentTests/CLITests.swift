@@ -170,3 +170,27 @@ import Testing
         #expect(agent.wait(10) == 0)
     }
 }
+
+@Suite struct DiagnoseTests {
+    /// A technician's view: raw changes and events live, a summary on Ctrl-C, and a recording that
+    /// is the same trace again (so it replays the same at a desk).
+    @Test func showsChangesAndEventsAndRecordsTheTrace() throws {
+        let dir = temporaryDirectory()
+        let recording = dir.appendingPathComponent("recorded.jsonl").path
+        let child = try Child(agentBinary, ["diagnose", "--config", try writeGarage(dir), "--replay", try writeTrace(dir),
+                                            "--speed", "4", "--record", recording])
+        #expect(eventually(15) { child.stdout.contains("spot.checkout") }, "\(child.stdout)\(child.stderr)")
+        child.signal(SIGINT)
+        #expect(child.wait(10) == 0)
+        let out = child.stdout
+        #expect(out.contains("diagnosing 4 inputs of testsite/p2-east"))
+        #expect(out.contains("GPIO22         1  spot P2-A-01"))
+        #expect(out.contains("event lane.passage P2-ramp outside -> P2"))
+        #expect(out.contains("summary after"))
+        #expect(out.contains("GPIO17         2        0     0         ok  lane P2-ramp loop a"))
+        let recorded = try String(contentsOfFile: recording, encoding: .utf8).split(separator: "\n").map(String.init)
+        #expect(recorded.first?.hasPrefix("{\"parkwise_trace\": 1") == true)
+        let original = garageTrace.split(separator: "\n").dropFirst().map(String.init)
+        #expect(Array(recorded.dropFirst()) == original)
+    }
+}
