@@ -5,8 +5,12 @@ import Uplink
 
 /// The composition of one running agent: line source -> garage -> stamper -> uplink session.
 /// Everything runs on one event loop fed by an AsyncStream, so the garage needs no locks and
-/// events keep the order in which lines changed.
-final class AgentRuntime {
+/// events keep the order in which lines changed. The loop runs on its own thread (`ThreadExecutor`):
+/// it waits for fsync on every outbox append.
+actor AgentRuntime {
+    private nonisolated let executor = ThreadExecutor()
+    nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+
     struct Options {
         var configHash: String?
         /// How long a graceful stop waits for the broker to acknowledge what is in flight.
@@ -23,7 +27,7 @@ final class AgentRuntime {
     private let session: UplinkSession
     private let link: MQTTLink
     private let inputs: AsyncStream<AgentInput>
-    private let continuation: AsyncStream<AgentInput>.Continuation
+    private nonisolated let continuation: AsyncStream<AgentInput>.Continuation
     private var events: [GarageEvent] = []
     private var timer: (due: MonotonicInstant, task: Task<Void, Never>)?
     private var clockSynced = false
@@ -73,7 +77,7 @@ final class AgentRuntime {
     private var announcedProblem: String?
 
     /// The stream's continuation, for signal handlers.
-    var stopper: AsyncStream<AgentInput>.Continuation { continuation }
+    nonisolated var stopper: AsyncStream<AgentInput>.Continuation { continuation }
 
     /// Runs until stopped; returns the process exit code.
     func run() async -> Int32 {
