@@ -54,8 +54,8 @@ public struct TrafficSimulator: Sendable {
         return pending.popFirst()?.change
     }
 
-    /// Vehicles the simulator has put on each level (arriving, parked or about to leave).
-    public func vehiclesOnLevel(_ level: Int) -> Int { vehicles.values.count(where: { $0.level == level && !$0.leaving }) }
+    /// Vehicles the simulator has put on a level (arriving or parked, not leaving).
+    private func vehiclesOnLevel(_ level: Int) -> Int { vehicles.values.count(where: { $0.level == level && !$0.leaving }) }
 
     // MARK: - Planning
 

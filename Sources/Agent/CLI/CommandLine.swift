@@ -103,6 +103,11 @@ struct CommandSpec {
     }
 }
 
+/// `text` followed by spaces up to `width` columns (as is when longer): table columns in CLI output.
+func padded(_ text: String, _ width: Int) -> String {
+    text.count >= width ? text : text + String(repeating: " ", count: width - text.count)
+}
+
 func row(_ left: String, _ right: String) -> String {
     let pad = left.count < 24 ? String(repeating: " ", count: 24 - left.count) : "\n" + String(repeating: " ", count: 26)
     return "  \(left)\(pad)\(right)\n"

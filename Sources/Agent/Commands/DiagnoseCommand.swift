@@ -46,7 +46,7 @@ enum DiagnoseCommand {
         var changes = Array(repeating: 0, count: inputs.count)
         say("diagnosing \(inputs.count) inputs of \(config.site)/\(config.device); Ctrl-C for the summary")
         for (i, input) in inputs.enumerated() {
-            say("  \(LinesCommand.pad(input.ref.description, 14)) \(initial[i] ? 1 : 0)  \(input.owner)")
+            say("  \(padded(input.ref.description, 14)) \(initial[i] ? 1 : 0)  \(input.owner)")
             if let recorder, initial[i] { fputs(TraceFile.line(TimedChange(offset: .zero, input: i, active: true), inputs: inputs) + "\n", recorder) }
         }
 
@@ -70,7 +70,7 @@ enum DiagnoseCommand {
                 for change in batch {
                     changes[change.input] += 1
                     let line = TimedChange(offset: change.at - start, input: change.input, active: change.active)
-                    say("\(seconds(line.offset))  \(LinesCommand.pad(inputs[change.input].ref.description, 14)) "
+                    say("\(seconds(line.offset))  \(padded(inputs[change.input].ref.description, 14)) "
                         + "\(change.active ? 1 : 0)  \(inputs[change.input].owner)")
                     if let recorder { fputs(TraceFile.line(line, inputs: inputs) + "\n", recorder); fflush(recorder) }
                     garage.handle(change, into: &events)
@@ -98,7 +98,7 @@ enum DiagnoseCommand {
         say("  input          changes  line  filtered  health")
         for (i, input) in inputs.enumerated() {
             let status = garage.input(i)
-            say("  \(LinesCommand.pad(input.ref.description, 14)) \(LinesCommand.pad(String(changes[i]), 8)) "
+            say("  \(padded(input.ref.description, 14)) \(padded(String(changes[i]), 8)) "
                 + "\(status.raw ? 1 : 0)     \(status.filtered ? 1 : 0)         \(status.fault.map { "\($0.rawValue)" } ?? "ok")"
                 + "  \(input.owner)")
         }
@@ -107,7 +107,7 @@ enum DiagnoseCommand {
 
     static func seconds(_ d: Duration) -> String {
         let ms = d.milliseconds
-        return LinesCommand.pad("\(ms / 1000).\(String(1000 + ms % 1000).dropFirst())s", 10)
+        return padded("\(ms / 1000).\(String(1000 + ms % 1000).dropFirst())s", 10)
     }
 
     static func describe(_ kind: GarageEvent.Kind) -> String {

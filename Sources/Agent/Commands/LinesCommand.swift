@@ -41,7 +41,7 @@ enum LinesCommand {
             }
             let used = line.isUsed ? "used by \(line.consumer ?? "?")" : "unused"
             let owner = places["\(line.chipName):\(line.offset)"].map { "  <- \($0)" } ?? ""
-            say("  \(pad(String(line.offset), 4)) \(pad(line.name ?? "-", 12)) \(pad(line.isOutput ? "output" : "input", 7)) \(used)\(owner)")
+            say("  \(padded(String(line.offset), 4)) \(padded(line.name ?? "-", 12)) \(padded(line.isOutput ? "output" : "input", 7)) \(used)\(owner)")
         }
         if let config {
             say("")
@@ -52,9 +52,6 @@ enum LinesCommand {
         return ExitCode.success
     }
 
-    static func pad(_ text: String, _ width: Int) -> String {
-        text.count >= width ? text : text + String(repeating: " ", count: width - text.count)
-    }
 }
 
 /// The Raspberry Pi 40-pin header, odd pins on the left, with each configured sensor beside its pin.
@@ -88,7 +85,7 @@ enum HeaderDrawing {
             out += String(repeating: " ", count: width - leftSensor.count) + leftSensor
                 + " " + String(repeating: " ", count: 6 - leftName.count) + leftName
                 + " (\(left < 10 ? " " : "")\(left)|\(right)\(right < 10 ? " " : "")) "
-                + LinesCommand.pad(rightName, 6) + " " + rightSensor + "\n"
+                + padded(rightName, 6) + " " + rightSensor + "\n"
         }
         let elsewhere = config.inputs.filter { if case .chipLine = $0.ref { return true } else { return false } }
         if !elsewhere.isEmpty {

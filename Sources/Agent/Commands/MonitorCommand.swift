@@ -67,7 +67,7 @@ struct MonitorView {
             if let from = e.from, let to = e.to { what += " \(from) -> \(to)" }
             if let stay = e.staySeconds { what += " stayed \(Int(stay / 60))m" }
             if let reason = e.reason { what += " (\(reason))" }
-            return "\(time)  #\(e.seq)\(e.replayed == true ? " replayed" : "")  \(e.type.padding(16))\(what)"
+            return "\(time)  #\(e.seq)\(e.replayed == true ? " replayed" : "")  \(padded(e.type, 15)) \(what)"
         case "state" where rest.count == 3 && rest[1] == "level":
             guard let l = WireJSON.decode(LevelStatePayload.self, from: payload) else { return nil }
             levels[rest[2]] = l
@@ -82,8 +82,4 @@ struct MonitorView {
             return nil
         }
     }
-}
-
-extension String {
-    func padding(_ width: Int) -> String { count >= width ? self + " " : self + String(repeating: " ", count: width - count) }
 }

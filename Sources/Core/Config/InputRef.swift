@@ -23,11 +23,6 @@ public enum InputRef: Hashable, Sendable, CustomStringConvertible {
     /// The BCM GPIO number behind a header pin, or nil for power and ground pins.
     public static func gpio(ofHeaderPin pin: Int) -> Int? { headerPins[pin] }
 
-    /// The header pin a BCM GPIO comes out on.
-    public static func headerPin(ofGPIO gpio: Int) -> Int? {
-        headerPins.first(where: { $0.value == gpio })?.key
-    }
-
     /// The same line however it was written: `pin 11` and `GPIO17` are one line.
     public var canonical: String {
         switch self {

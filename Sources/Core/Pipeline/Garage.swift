@@ -234,8 +234,6 @@ public struct Garage {
         InputStatus(raw: filters[index].raw, filtered: filters[index].stable, fault: health[index].fault)
     }
 
-    public var spotCount: Int { spots.count }
-    public var levelCount: Int { levels.count }
 
     /// Spots and levels whose retained state changed since the last call (each once, in the order
     /// they first changed).

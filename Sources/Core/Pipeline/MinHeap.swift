@@ -5,8 +5,6 @@ public struct MinHeap<Element: Comparable> {
     public init() {}
 
     public var first: Element? { items.first }
-    public var count: Int { items.count }
-    public var isEmpty: Bool { items.isEmpty }
 
     public mutating func push(_ element: Element) {
         items.append(element)
