@@ -9,7 +9,7 @@ final class SiteBroker {
     static let passwords = ["p2-east": "pw-of-p2-east", "p3-west": "pw-of-p3-west", "parkwise-backend": "pw-of-backend"]
 
     let directory = temporaryDirectory()
-    let plain = freePort(), tls = freePort(), mutual = freePort()
+    private(set) var plain = 0, tls = 0, mutual = 0
     var certs: String { directory.path + "/certs" }
     private var child: Child?
 
@@ -24,23 +24,22 @@ final class SiteBroker {
         }
         try FileManager.default.copyItem(atPath: SiteBroker.deploy + "/acl.conf", toPath: directory.path + "/acl.conf")
 
-        var config = try String(contentsOfFile: SiteBroker.deploy + "/mosquitto.conf", encoding: .utf8)
-        for (from, to) in [("/etc/mosquitto/parkwise/", directory.path + "/"),
-                           ("\nlistener 1883 127.0.0.1\n", "\nlistener \(plain) 127.0.0.1\n"),
-                           ("\nlistener 8883\n", "\nlistener \(tls) 127.0.0.1\n"),
-                           ("\nlistener 8884\n", "\nlistener \(mutual) 127.0.0.1\n")] {
-            guard config.contains(from) else { throw HarnessError("deploy/mosquitto/mosquitto.conf has no '\(from)'") }
-            config = config.replacingOccurrences(of: from, with: to)
-        }
-        // What Debian's main mosquitto.conf adds to the conf.d file (persistence), and for the test:
-        // run as root (mosquitto would switch to the user 'mosquitto', who cannot read the temporary
-        // files); log to stderr so a test can see what it denied.
-        config += "\nuser root\nlog_dest stderr\nlog_type all\npersistence true\npersistence_location \(directory.path)/\n"
-        let path = directory.path + "/mosquitto.conf"
-        try config.write(toFile: path, atomically: true, encoding: .utf8)
-        child = try Child("/usr/sbin/mosquitto", ["-c", path])
-        guard eventually(5, { canConnect(plain) && canConnect(tls) && canConnect(mutual) }) else {
-            throw HarnessError("mosquitto did not start: \(child?.stderr ?? "")")
+        let deployed = try String(contentsOfFile: SiteBroker.deploy + "/mosquitto.conf", encoding: .utf8)
+        try withFreePorts(3) { ports in
+            (plain, tls, mutual) = (ports[0], ports[1], ports[2])
+            var config = deployed
+            for (from, to) in [("/etc/mosquitto/parkwise/", directory.path + "/"),
+                               ("\nlistener 1883 127.0.0.1\n", "\nlistener \(plain) 127.0.0.1\n"),
+                               ("\nlistener 8883\n", "\nlistener \(tls) 127.0.0.1\n"),
+                               ("\nlistener 8884\n", "\nlistener \(mutual) 127.0.0.1\n")] {
+                guard config.contains(from) else { throw HarnessError("deploy/mosquitto/mosquitto.conf has no '\(from)'") }
+                config = config.replacingOccurrences(of: from, with: to)
+            }
+            // What Debian's main mosquitto.conf adds to the conf.d file (persistence), and for the test:
+            // run as root (mosquitto would switch to the user 'mosquitto', who cannot read the temporary
+            // files); log to stderr so a test can see what it denied.
+            config += "\nuser root\nlog_dest stderr\nlog_type all\npersistence true\npersistence_location \(directory.path)/\n"
+            child = try startMosquitto(config: config, at: directory.path + "/mosquitto.conf")
         }
     }
 
@@ -157,7 +156,7 @@ final class Listener {
         #expect(try broker.publish(broker.login("parkwise-backend"), a + "/events", "backend-intrusion").accepted == false)
 
         #expect(eventually(5) { backend.payloads.contains("backend-cmd") && backend.payloads.contains("b-own") })
-        usleep(300_000)
+        try ready(broker, backend, broker.login("p2-east"), a + "/events")   // whatever the broker let through is here
         backend.stop()
         let seen = backend.payloads
         #expect(seen.filter { $0.hasPrefix("a-own/") }.count == 5, "\(seen)")
@@ -166,10 +165,11 @@ final class Listener {
         // The retained topics hold A's own payloads, not B's attempts.
         let retained = try Listener(broker.login("parkwise-backend"), [a + "/#"])
         #expect(eventually(5) { retained.messages.count >= 4 })
-        usleep(300_000)
+        try ready(broker, retained, broker.login("p2-east"), a + "/events")   // after every retained message
         retained.stop()
-        #expect(retained.messages.allSatisfy { $0.retained })
-        #expect(Set(retained.payloads) == ["a-own/status", "a-own/state/spot/P2-A-01", "a-own/state/level/P2", "a-own/reply"])
+        let retainedOnly = retained.messages.filter { $0.payload.hasPrefix("ready-") == false }
+        #expect(retainedOnly.allSatisfy { $0.retained })
+        #expect(Set(retainedOnly.map(\.payload)) == ["a-own/status", "a-own/state/spot/P2-A-01", "a-own/state/level/P2", "a-own/reply"])
     }
 
     @Test func aDeviceReadsOnlyItsOwnCommands() throws {
@@ -184,7 +184,9 @@ final class Listener {
         try broker.publish(broker.login("p2-east"), a + "/events", "a-event")
         try broker.publish(broker.login("p2-east"), a + "/state/level/P2", "a-state")
         #expect(eventually(5) { deviceA.payloads.contains { $0.contains("for-a") } })
-        usleep(500_000)
+        // Whatever the broker let through to either device is there once a later message is.
+        try ready(broker, deviceA, broker.login("parkwise-backend"), a + "/cmd/ping")
+        try ready(broker, deviceB, broker.login("parkwise-backend"), b + "/cmd/ping")
         deviceA.stop()
         deviceB.stop()
         #expect(deviceB.messages.allSatisfy { $0.topic.hasPrefix(b + "/") }, "B read: \(deviceB.messages.map(\.topic))")
@@ -234,7 +236,7 @@ final class Listener {
                                     SiteBroker.passwords["p2-east"]!], a + "/events", "plain-on-tls").code != 0)
 
         #expect(eventually(5) { Set(backend.payloads).isSuperset(of: ["tls-a-own", "mtls-a-own", "mtls-b-own"]) })
-        usleep(300_000)
+        try ready(broker, backend, broker.loginTLS("p2-east"), a + "/events")   // whatever the broker let through is here
         backend.stop()
         #expect(backend.payloads.allSatisfy { !$0.contains("intrusion") && !["mtls-no-cert", "wrong-ca", "plain-on-tls"].contains($0) },
                 "\(backend.payloads)")

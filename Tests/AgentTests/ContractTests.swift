@@ -223,7 +223,7 @@ let contractTrace = """
         }
         #expect(eventually(10) { statuses().last == "offline/2" }, "\(statuses())")
         #expect(statuses().contains("offline/1"))
-        usleep(300_000)
+        try subscriber.drain()
         subscriber.stop()
         let live = subscriber.messages
         let retained = try retainedMessages(broker, "parkwise/#")
@@ -303,15 +303,16 @@ let contractTrace = """
                                             "--replay", try writeTrace(dir, contractTrace), "--speed", "4",
                                             "--broker", broker.url, "--outbox", dir.path + "/outbox"])
         #expect(eventually(15) { agent.stderr.contains("trace finished") }, "\(agent.stderr)")
-        sleep(2)   // let the last faults recover: more events than the outbox holds
+        // More events than the outbox holds: the oldest are dropped and must be declared.
+        #expect(eventually(15) { agent.stderr.contains("outbox full, events dropped") }, "\(agent.stderr)")
         try broker.start()
         try subscriber.listen()
         func events() -> [[String: Any]] { subscriber.events() }
         #expect(eventually(20) { events().contains { $0["type"] as? String == "outbox.dropped" } },
                 "\(events().map { "\($0["seq"] ?? "?") \($0["type"] ?? "?")" }) \(agent.stderr)")
-        usleep(500_000)
         agent.signal(SIGTERM)
-        #expect(agent.wait(10) == 0)
+        #expect(agent.wait(10) == 0)   // a graceful stop: everything sent was acknowledged
+        try subscriber.drain()
         subscriber.stop()
 
         let all = subscriber.events()

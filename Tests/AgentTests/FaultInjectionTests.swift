@@ -114,14 +114,17 @@ func checkDelivery(_ events: [[String: Any]], sourceLocation: SourceLocation = #
         let trace = try busyTrace(dir, count: 120, every: 50)
         let agent = try Child(agentBinary, ["run", "--config", try writeBusyGarage(dir), "--replay", trace.path,
                                             "--broker", broker.url, "--outbox", dir.path + "/outbox"])
-        for _ in 0..<5 {
-            usleep(700_000)
+        func arrived() -> Int { Set(subscriber.events().compactMap { $0["seq"] as? Int }).count }
+        func losses() -> Int { agent.stderr.components(separatedBy: "uplink lost").count - 1 }
+        for round in 1...5 {
+            // Events flow (or all have come), the broker dies, the agent notices, the broker returns.
+            let before = arrived()
+            #expect(eventually(15) { arrived() > before || arrived() >= 120 }, "round \(round): \(agent.stderr)")
             broker.stop()
-            usleep(300_000)
+            #expect(eventually(15) { losses() >= round }, "round \(round): \(agent.stderr)")
             try broker.start()
         }
-        #expect(eventually(30) { Set(subscriber.events().compactMap { $0["seq"] as? Int }).count >= 120 },
-                "\(Set(subscriber.events().compactMap { $0["seq"] as? Int }).count) of 120; \(agent.stderr)")
+        #expect(eventually(30) { arrived() >= 120 }, "\(arrived()) of 120; \(agent.stderr)")
         let ids = checkDelivery(subscriber.events())
         #expect(Set(ids.keys) == Set(1...120))
         agent.signal(SIGTERM)

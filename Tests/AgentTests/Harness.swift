@@ -19,22 +19,59 @@ func temporaryDirectory() -> URL {
     return url
 }
 
-/// A free TCP port on 127.0.0.1 (bound, read, released).
+/// Ports `freePort()` has handed out in this test process: suites run in parallel, and the kernel may
+/// offer a port again once it is released, so one port never goes to two tests.
+private let portsHandedOut = NSLock()
+nonisolated(unsafe) private var portsTaken: Set<Int> = []
+
+/// A free TCP port on 127.0.0.1 (bound, read, released), never one handed out before in this process.
+/// Another process may still take it before it is used: servers started on it check that they own it.
 func freePort() -> Int {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    defer { close(fd) }
-    var addr = sockaddr_in()
-    addr.sin_family = sa_family_t(AF_INET)
-    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-    addr.sin_port = 0
-    var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-    _ = withUnsafeMutablePointer(to: &addr) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) }
+    while true {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_port = 0
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) }
+        }
+        _ = withUnsafeMutablePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
+        }
+        let port = Int(UInt16(bigEndian: addr.sin_port))
+        if portsHandedOut.withLock({ portsTaken.insert(port).inserted }) { return port }
     }
-    _ = withUnsafeMutablePointer(to: &addr) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
+}
+
+/// Starts mosquitto with `config` and waits until it says it is running: then every listener of the
+/// config is its own (a port that merely accepts connections may belong to another process).
+/// Throws `PortTaken` when a listener's port was taken meanwhile, so the caller can pick others.
+func startMosquitto(config: String, at path: String) throws -> Child {
+    try config.write(toFile: path, atomically: true, encoding: .utf8)
+    let child = try Child("/usr/sbin/mosquitto", ["-c", path])
+    guard eventually(10, { child.hasExited || child.stderr.contains(" running") }), !child.hasExited else {
+        _ = child.wait(5)
+        if child.stderr.contains("Address already in use") { throw PortTaken() }
+        throw HarnessError("mosquitto did not start: \(child.stderr)")
     }
-    return Int(UInt16(bigEndian: addr.sin_port))
+    return child
+}
+
+struct PortTaken: Error {}
+
+/// Calls `body` with fresh free ports until none of them was taken by another process (five tries).
+func withFreePorts<T>(_ count: Int, _ body: ([Int]) throws -> T) throws -> T {
+    for attempt in 1...5 {
+        do {
+            return try body((0..<count).map { _ in freePort() })
+        } catch is PortTaken where attempt < 5 {
+            continue
+        }
+    }
+    throw HarnessError("five sets of free ports were all taken by other processes")
 }
 
 /// Polls `condition` every 20 ms until it holds or `seconds` pass.
@@ -54,6 +91,7 @@ final class Child: @unchecked Sendable {
     private let lock = NSLock()
     private var out = Data()
     private var err = Data()
+    private var openPipes = 2
 
     init(_ executable: String, _ arguments: [String]) throws {
         process.executableURL = URL(fileURLWithPath: executable)
@@ -65,10 +103,12 @@ final class Child: @unchecked Sendable {
         outPipe.fileHandleForReading.readabilityHandler = { [weak self] h in
             let d = h.availableData
             self?.lock.withLock { self?.out.append(d) }
+            if d.isEmpty { self?.closed(h) }
         }
         errPipe.fileHandleForReading.readabilityHandler = { [weak self] h in
             let d = h.availableData
             self?.lock.withLock { self?.err.append(d) }
+            if d.isEmpty { self?.closed(h) }
         }
         // Test threads (libdispatch workers) block signals, and a child inherits the mask: spawn
         // with nothing blocked, or SIGTERM would never reach mosquitto or the agent.
@@ -77,6 +117,12 @@ final class Child: @unchecked Sendable {
         pthread_sigmask(SIG_SETMASK, &none, &previous)
         defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
         try process.run()
+    }
+
+    /// End of file on one of the output pipes: everything the child wrote there is collected.
+    private func closed(_ handle: FileHandle) {
+        handle.readabilityHandler = nil
+        lock.withLock { openPipes -= 1 }
     }
 
     var stdout: String { lock.withLock { String(decoding: out, as: UTF8.self) } }
@@ -98,7 +144,8 @@ final class Child: @unchecked Sendable {
     func wait(_ seconds: Double = 10) -> Int32? {
         guard eventually(seconds, { hasExited }) else { return nil }
         process.waitUntilExit()
-        usleep(50_000)   // let the pipes drain
+        // Its output is complete once both pipes are at end of file (a grandchild may hold them longer).
+        eventually(5) { lock.withLock { openPipes <= 0 } }
         return process.terminationStatus
     }
 
@@ -123,16 +170,19 @@ func runAgent(_ arguments: [String], timeout: Double = 20) throws -> (code: Int3
 
 /// A private mosquitto on a free loopback port, started for one test and ended by its PID.
 final class Broker {
-    let port: Int
+    private(set) var port = 0
     let directory: URL
     private var child: Child?
     private let extraConfig: String
 
-    init(port: Int = freePort(), extraConfig: String = "") throws {
-        self.port = port
+    /// `extraConfig` may add listeners of its own (on ports from `freePort()`).
+    init(extraConfig: String = "") throws {
         self.extraConfig = extraConfig
         directory = temporaryDirectory()
-        try start()
+        try withFreePorts(1) { ports in
+            port = ports[0]
+            try start()
+        }
     }
 
     var url: String { "mqtt://127.0.0.1:\(port)" }
@@ -147,12 +197,7 @@ final class Broker {
         user root
         \(extraConfig)
         """
-        let path = directory.appendingPathComponent("mosquitto.conf").path
-        try config.write(toFile: path, atomically: true, encoding: .utf8)
-        child = try Child("/usr/sbin/mosquitto", ["-c", path])
-        guard eventually(5, { canConnect(port) }) else {
-            throw HarnessError("mosquitto did not start on port \(port): \(child?.stderr ?? "")")
-        }
+        child = try startMosquitto(config: config, at: directory.appendingPathComponent("mosquitto.conf").path)
     }
 
     /// Stops it (SIGTERM; it saves its sessions first).
@@ -168,20 +213,6 @@ final class Broker {
 struct HarnessError: Error, CustomStringConvertible {
     var description: String
     init(_ description: String) { self.description = description }
-}
-
-func canConnect(_ port: Int) -> Bool {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    defer { close(fd) }
-    var addr = sockaddr_in()
-    addr.sin_family = sa_family_t(AF_INET)
-    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-    addr.sin_port = UInt16(port).bigEndian
-    return withUnsafePointer(to: &addr) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-        }
-    }
 }
 
 /// One message as mosquitto_sub (an independent client) received it.
@@ -206,30 +237,46 @@ struct Received: Sendable {
 
 /// mosquitto_sub with a persistent session (QoS 1): once registered, the broker keeps every
 /// message for it, even while it is not connected or the broker restarts.
+///
+/// It also subscribes to a sentinel topic of its own, outside the feed: `drain()` publishes there and
+/// waits for it, and since the broker delivers one subscriber's QoS 1 messages in the order it took
+/// them, everything the broker had taken before has then arrived too. No quiet windows, no sleeps.
 final class Subscriber {
     let broker: Broker
     let id = "test-\(UUID().uuidString.prefix(8))"
     let filter: String
+    private var sentinel: String { "parkwise-test/sentinel/\(id)" }
     private var child: Child?
 
     init(_ broker: Broker, filter: String = "parkwise/#") throws {
         self.broker = broker
         self.filter = filter
-        // Register the session and subscription, then leave.
+        // Register the session and subscriptions, then leave.
         let register = try Child("/usr/bin/mosquitto_sub", ["-p", "\(broker.port)", "-c", "-i", id, "-q", "1",
-                                                            "-t", filter, "-E"])
+                                                            "-t", filter, "-t", sentinel, "-E"])
         guard register.wait(5) == 0 else { throw HarnessError("cannot register subscriber: \(register.stderr)") }
     }
 
     /// Connects and collects from now on (including what was queued while away).
     func listen() throws {
         child = try Child("/usr/bin/mosquitto_sub", ["-p", "\(broker.port)", "-c", "-i", id, "-q", "1",
-                                                     "-t", filter, "-F", "%r\t%t\t%p"])
+                                                     "-t", filter, "-t", sentinel, "-F", "%r\t%t\t%p"])
     }
 
-    var messages: [Received] { Received.parse(child?.stdout ?? "") }
+    private var everything: [Received] { Received.parse(child?.stdout ?? "") }
+
+    var messages: [Received] { everything.filter { $0.topic != sentinel } }
 
     func events() -> [[String: Any]] { messages.filter { $0.topic.hasSuffix("/events") }.map(\.json) }
+
+    /// Waits until every message the broker took before this call has arrived here.
+    func drain() throws {
+        let mark = "drained-\(UUID().uuidString.prefix(8))"
+        try publish(broker, sentinel, mark)
+        guard eventually(10, { everything.contains { $0.topic == sentinel && $0.payload == mark } }) else {
+            throw HarnessError("subscriber \(id) never received its sentinel: \(child?.stderr ?? "not listening")")
+        }
+    }
 
     func stop() {
         child?.signal(SIGTERM)
@@ -237,27 +284,24 @@ final class Subscriber {
     }
 }
 
-/// Retained messages on a topic filter, as a new subscriber sees them. The broker sends them right
-/// after the subscription; the subscriber is ended once 300 ms pass without more (1 s if none come).
+/// Retained messages on a topic filter, as a new subscriber sees them. The subscriber asks for the
+/// filter and then for a retained marker topic of its own in one SUBSCRIBE: the broker sends the
+/// filter's retained messages first, so once the marker is here, all of them are.
 func retainedMessages(_ broker: Broker, _ filter: String) throws -> [Received] {
-    let child = try Child("/usr/bin/mosquitto_sub", ["-p", "\(broker.port)", "-t", filter, "-F", "%r\t%t\t%p",
-                                                     "--retained-only"])
-    var seen = 0
-    var quietSince = Date()
-    let start = Date()
-    while Date().timeIntervalSince(start) < 5 {
-        usleep(20_000)
-        let now = child.stdout.count
-        if now != seen { seen = now; quietSince = Date() }
-        let quiet = Date().timeIntervalSince(quietSince)
-        if (seen > 0 && quiet > 0.3) || (seen == 0 && quiet > 1) { break }
-    }
+    let marker = "parkwise-test/marker/\(UUID().uuidString.prefix(8))"
+    try publish(broker, marker, "end", retain: true)
+    defer { try? publish(broker, marker, "", retain: true) }   // an empty retained message clears it
+    let child = try Child("/usr/bin/mosquitto_sub", ["-p", "\(broker.port)", "-t", filter, "-t", marker,
+                                                     "-F", "%r\t%t\t%p", "--retained-only"])
+    let arrived = eventually(10) { Received.parse(child.stdout).contains { $0.topic == marker } }
     child.signal(SIGTERM)
     _ = child.wait(5)
-    return Received.parse(child.stdout)
+    guard arrived else { throw HarnessError("the retained marker never came: \(child.stderr)") }
+    return Received.parse(child.stdout).filter { $0.topic != marker }
 }
 
-func publish(_ broker: Broker, _ topic: String, _ payload: String) throws {
-    let child = try Child("/usr/bin/mosquitto_pub", ["-p", "\(broker.port)", "-q", "1", "-t", topic, "-m", payload])
-    #expect(child.wait(5) == 0)
+func publish(_ broker: Broker, _ topic: String, _ payload: String, retain: Bool = false) throws {
+    let child = try Child("/usr/bin/mosquitto_pub", ["-p", "\(broker.port)", "-q", "1", "-t", topic, "-m", payload]
+                          + (retain ? ["-r"] : []))
+    guard child.wait(5) == 0 else { throw HarnessError("mosquitto_pub \(topic) failed: \(child.stderr)") }
 }

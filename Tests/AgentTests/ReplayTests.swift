@@ -57,7 +57,6 @@ func isoMilliseconds(_ text: Any?) -> Double? {
         let agent = try Child(agentBinary, ["run", "--config", try writeGarage(dir), "--replay", try writeTrace(dir),
                                             "--speed", "4", "--broker", broker.url, "--outbox", dir.path + "/outbox"])
         #expect(eventually(15) { subscriber.events().count >= 5 }, "events so far: \(subscriber.events().count); \(agent.stderr)")
-        usleep(300_000)
         let events = subscriber.events()
         #expect(events.map { $0["type"] as? String } == ["spot.occupied", "lane.passage", "spot.checkin",
                                                           "spot.vacated", "spot.checkout"])
@@ -107,6 +106,9 @@ func isoMilliseconds(_ text: Any?) -> Double? {
         let status = try retainedMessages(broker, prefix + "/status")
         #expect(status.first?.json["state"] as? String == "offline")
         #expect(agent.stderr.contains("info stopped"))
+        // Nothing more came than those five events.
+        try subscriber.drain()
+        #expect(subscriber.events().count == 5, "\(subscriber.events().map { $0["type"] ?? "?" })")
         subscriber.stop()
     }
 
@@ -117,9 +119,12 @@ func isoMilliseconds(_ text: Any?) -> Double? {
         let subscriber = try Subscriber(broker)
         broker.stop()
         let agent = try Child(agentBinary, ["run", "--config", try writeGarage(dir), "--replay", try writeTrace(dir),
-                                            "--speed", "4", "--broker", broker.url, "--outbox", dir.path + "/outbox"])
+                                            "--speed", "4", "--broker", broker.url, "--outbox", dir.path + "/outbox",
+                                            "--verbose"])
         #expect(eventually(10) { agent.stderr.contains("trace finished") })
-        sleep(2)   // several reconnect attempts
+        // Several reconnect attempts (the debug log counts them).
+        #expect(eventually(20) { agent.stderr.contains("uplink retry in_s=") && agent.stderr.contains(" attempt=3") },
+                "\(agent.stderr)")
         let warnings = agent.stderr.split(separator: "\n").filter { $0.contains("broker unreachable") }
         #expect(warnings.count == 1, "one clear line, not one per retry: \(agent.stderr)")
         try broker.start()

@@ -8,9 +8,9 @@ cd "$(dirname "$0")/../.."
 
 bash deploy/dev/setup.sh
 # The board build: the Swift runtime linked in statically (smaller RSS, no toolchain on the board).
-swift build -c release --static-swift-stdlib 2>&1 | tail -n 1
-bin=.build/release
 work=$(mktemp -d /tmp/parkwise-bench.XXXXXX)
+swift build -c release --static-swift-stdlib > "$work/build.log" 2>&1 || { cat "$work/build.log" >&2; exit 1; }
+bin=.build/release
 pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"' EXIT
 

@@ -7,10 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 bash deploy/dev/setup.sh
-swift build --product parkwise-agent 2>&1 | tail -n 1
-agent=.build/debug/parkwise-agent
-
 work=$(mktemp -d /tmp/parkwise-demo.XXXXXX)
+swift build --product parkwise-agent > "$work/build.log" 2>&1 || { cat "$work/build.log" >&2; exit 1; }
+agent=.build/debug/parkwise-agent
 port=""
 for _ in $(seq 1 50); do
     candidate=$((20000 + RANDOM % 40000))

@@ -18,7 +18,7 @@ fi
 
 missing=()
 for p in "${packages[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+    [[ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)" == *"ok installed"* ]] || missing+=("$p")
 done
 
 if ((${#missing[@]})); then

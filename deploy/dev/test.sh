@@ -6,6 +6,6 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 bash deploy/dev/setup.sh
-swift build --build-tests 2>&1 | tail -n 3
+swift build --build-tests
 swift test --skip-build
 bash hardware/sim/run-tests.sh

@@ -73,7 +73,7 @@ Version: $version
 Libs: -L\${libdir} -lgpiod
 Cflags: -I\${includedir}
 PC
-    nm -D --defined-only "$PREFIX/lib/libgpiod.so.3" | grep -q ' gpiod_chip_request_lines$' \
+    grep -q ' gpiod_chip_request_lines$' <<<"$(nm -D --defined-only "$PREFIX/lib/libgpiod.so.3")" \
         || die "the library exports no gpiod_chip_request_lines (not libgpiod 2?)"
     touch "$STAMP"
 fi

@@ -66,7 +66,7 @@ if ! command -v qemu-system-x86_64 >/dev/null; then
                  apt-get install -y -q --no-install-recommends qemu-system-x86 >/dev/null; } \
         || cannot_run "qemu-system-x86_64 is missing and could not be installed (apt-get install qemu-system-x86)"
 fi
-if ! apt-cache policy linux-image-amd64 2>/dev/null | grep -q 'Candidate: [0-9]'; then
+if ! grep -q 'Candidate: [0-9]' <<<"$(apt-cache policy linux-image-amd64 2>/dev/null)"; then
     as_root apt-get update -q >/dev/null || cannot_run "apt-get update failed"
 fi
 CACHE="$(bash "$HERE/setup.sh" | tail -n 1)" && [[ -f "$CACHE/vmlinux" ]] || cannot_run "VM setup failed (see above)"
@@ -265,7 +265,7 @@ run_pass() {
         pass_cannot_run "the agent in the VM does not load ${SONAMES[$build]}: $(printf '%s' "$OUT" | tr '\n' ' ')"
         vm_down; return
     fi
-    echo "${PFX}agent loads $(printf '%s' "$OUT" | head -n 1)"
+    echo "${PFX}agent loads ${OUT%%$'\n'*}"
 
     run_case "spot occupied/vacated, retained states, clean stop (Pi 4)" spot_changes "[ -f /tmp/spots.pid ] && stop spots; pull pi4 17 down; pull pi4 27 down"
     run_case "lane passage in both directions (two loops)" lane_passage "[ -f /tmp/lane.pid ] && stop lane; pull pi4 22 down; pull pi4 23 down"

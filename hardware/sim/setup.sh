@@ -22,12 +22,29 @@ done
 KVER_DEB="${PARKWISE_VM_KERNEL:-$(apt-cache policy linux-image-amd64 | awk '/Candidate:/ {print $2}')}"
 [[ -n "$KVER_DEB" && "$KVER_DEB" != "(none)" ]] \
     || die "apt knows no linux-image-amd64 (run apt-get update; bookworm or bookworm-security must be in the sources)"
-IMAGE_PKG="$(apt-cache show "linux-image-amd64=$KVER_DEB" | sed -n 's/^Depends: \(linux-image-[^ ,]*\).*/\1/p' | head -n1)"
+# (Nothing is piped into head or a quiet grep here: under pipefail the producer's SIGPIPE would fail the script at random.)
+IMAGE_PKG="$(apt-cache show "linux-image-amd64=$KVER_DEB" \
+    | awk '!found && /^Depends: linux-image-/ { sub(/^Depends: /, ""); sub(/[ ,].*/, ""); print; found = 1 }')"
 [[ -n "$IMAGE_PKG" ]] || die "cannot tell which kernel linux-image-amd64=$KVER_DEB depends on"
 KREL="${IMAGE_PKG#linux-image-}"              # 6.1.0-57-amd64
 KABI="${KREL%-amd64}"                          # 6.1.0-57
 KSERIES="$(echo "$KREL" | cut -d. -f1-2)"      # 6.1
-STAMP="$CACHE/ready-$KREL-$KVER_DEB-v1"
+
+# Every package with its exact version: the kernel's pinned to KVER_DEB, the guest programs' the candidates apt
+# offers now. The cache is keyed by these versions, so a point release or a security update is downloaded and
+# built afresh instead of an older cached .deb being picked by name.
+kernel_pkgs=("$IMAGE_PKG" "linux-headers-$KREL" "linux-headers-$KABI-common" "linux-kbuild-$KSERIES" "linux-source-$KSERIES")
+# Guest programs and the libraries they need that a minimal Debian host may not have (the rest, libc6, libssl3…,
+# are taken from the host, which is the same Debian release).
+guest_pkgs=(busybox-static gpiod libgpiod2 mosquitto mosquitto-clients libmosquitto1 libcjson1 libdlt2 libwrap0)
+declare -A VERSION=()
+for pkg in "${kernel_pkgs[@]}"; do VERSION[$pkg]="$KVER_DEB"; done
+for pkg in "${guest_pkgs[@]}"; do
+    VERSION[$pkg]="$(apt-cache policy "$pkg" | awk '/Candidate:/ {print $2}')"
+    [[ -n "${VERSION[$pkg]}" && "${VERSION[$pkg]}" != "(none)" ]] || die "apt knows no candidate for $pkg (run apt-get update)"
+done
+KEY="$(for pkg in "${kernel_pkgs[@]}" "${guest_pkgs[@]}"; do echo "$pkg=${VERSION[$pkg]}"; done | sha256sum | cut -c1-16)"
+STAMP="$CACHE/ready-$KREL-$KVER_DEB-$KEY-v2"
 if [[ -f "$STAMP" ]]; then
     log "cached: kernel $KREL ($KVER_DEB) in $CACHE"
     echo "$CACHE"
@@ -38,35 +55,32 @@ log "preparing kernel $KREL ($KVER_DEB), gpio-sim modules and guest tools in $CA
 # --- downloads (apt-get download: no root filesystem changes) -------------------------------------------------
 DEBS="$CACHE/debs"
 mkdir -p "$DEBS"
-kernel_pkgs=("$IMAGE_PKG=$KVER_DEB" "linux-headers-$KREL=$KVER_DEB" "linux-headers-$KABI-common=$KVER_DEB"
-             "linux-kbuild-$KSERIES=$KVER_DEB" "linux-source-$KSERIES=$KVER_DEB")
-# Guest programs and the libraries they need that a minimal Debian host may not have (the rest, libc6, libssl3…,
-# are taken from the host, which is the same Debian release).
-guest_pkgs=(busybox-static gpiod libgpiod2 mosquitto mosquitto-clients libmosquitto1 libcjson1 libdlt2 libwrap0)
-(
-    cd "$DEBS"
-    for pkg in "${kernel_pkgs[@]}" "${guest_pkgs[@]}"; do
-        name="${pkg%%=*}"
-        if compgen -G "${name}_*.deb" >/dev/null; then continue; fi
-        log "download $pkg"
-        apt-get download -q "$pkg" >/dev/null 2>"$CACHE/download.err" \
-            || die "apt-get download $pkg failed: $(tail -n 3 "$CACHE/download.err")"
-    done
-)
+# deb NAME: the cached .deb of NAME at VERSION[NAME] (apt-get download names it NAME_VERSION_ARCH.deb, ':' as %3a).
+deb() {
+    local file
+    for file in "$DEBS/${1}_${VERSION[$1]//:/%3a}_"*.deb; do [[ -f "$file" ]] && { echo "$file"; return 0; }; done
+    return 1
+}
+for pkg in "${kernel_pkgs[@]}" "${guest_pkgs[@]}"; do
+    deb "$pkg" >/dev/null && continue
+    log "download $pkg=${VERSION[$pkg]}"
+    (cd "$DEBS" && apt-get download -q "$pkg=${VERSION[$pkg]}") >/dev/null 2>"$CACHE/download.err" \
+        || die "apt-get download $pkg=${VERSION[$pkg]} failed: $(tail -n 3 "$CACHE/download.err")"
+    deb "$pkg" >/dev/null || die "apt-get download $pkg=${VERSION[$pkg]} saved no ${pkg}_${VERSION[$pkg]}_*.deb in $DEBS"
+done
 
 # --- guest root: programs and libraries ---------------------------------------------------------------------------
 rm -rf "$CACHE/root.tmp"
 mkdir -p "$CACHE/root.tmp"
 for pkg in "${guest_pkgs[@]}"; do
-    deb="$(ls "$DEBS/${pkg}"_*.deb | head -n1)"
-    dpkg-deb -x "$deb" "$CACHE/root.tmp" || die "cannot unpack $deb"
+    dpkg-deb -x "$(deb "$pkg")" "$CACHE/root.tmp" || die "cannot unpack $pkg"
 done
 [[ -x "$CACHE/root.tmp/bin/busybox" ]] || die "busybox-static has no /bin/busybox"
 
 # --- kernel: vmlinuz -> ELF vmlinux; configfs.ko ------------------------------------------------------------------
 rm -rf "$CACHE/kernel.tmp"
 mkdir -p "$CACHE/kernel.tmp"
-dpkg-deb -x "$(ls "$DEBS/${IMAGE_PKG}"_*.deb | head -n1)" "$CACHE/kernel.tmp" || die "cannot unpack the kernel"
+dpkg-deb -x "$(deb "$IMAGE_PKG")" "$CACHE/kernel.tmp" || die "cannot unpack the kernel"
 VMLINUZ="$CACHE/kernel.tmp/boot/vmlinuz-$KREL"
 [[ -f "$VMLINUZ" ]] || die "the kernel package has no /boot/vmlinuz-$KREL"
 # bzImage: setup sectors at 0x1f1, payload offset/length (from the protected-mode start) at 0x248/0x24c.
@@ -76,11 +90,14 @@ setup_sects="$(u8 "$VMLINUZ" $((0x1f1)))"; [[ "$setup_sects" == 0 ]] && setup_se
 payload_offset="$(u32 "$VMLINUZ" $((0x248)))"
 payload_length="$(u32 "$VMLINUZ" $((0x24c)))"
 start=$(( (setup_sects + 1) * 512 + payload_offset ))
-tail -c +$((start + 1)) "$VMLINUZ" | head -c "$payload_length" | xz -dcq --single-stream > "$CACHE/vmlinux.tmp" 2>/dev/null || true
+dd if="$VMLINUZ" of="$CACHE/payload.xz" iflag=skip_bytes,count_bytes skip="$start" count="$payload_length" bs=1M status=none \
+    || die "cannot read the payload of $VMLINUZ"
+xz -dcq --single-stream < "$CACHE/payload.xz" > "$CACHE/vmlinux.tmp" 2>/dev/null || true
+rm -f "$CACHE/payload.xz"
 [[ "$(head -c 4 "$CACHE/vmlinux.tmp" | od -An -c | tr -d ' ')" == '177ELF' ]] \
     || die "could not unpack the XZ payload of $VMLINUZ into an ELF vmlinux (not an XZ-compressed bzImage?)"
 mkdir -p "$CACHE/modules.tmp"
-configfs="$(find "$CACHE/kernel.tmp/lib/modules/$KREL" -name 'configfs.ko*' | head -n1)"
+configfs="$(find "$CACHE/kernel.tmp/lib/modules/$KREL" -name 'configfs.ko*' -print -quit)"
 [[ -n "$configfs" ]] || die "the kernel package has no configfs module"
 case "$configfs" in
     *.xz) xz -dc "$configfs" > "$CACHE/modules.tmp/configfs.ko" ;;
@@ -93,7 +110,7 @@ HDR="$CACHE/headers"
 rm -rf "$HDR"
 mkdir -p "$HDR"
 for pkg in "linux-headers-$KREL" "linux-headers-$KABI-common" "linux-kbuild-$KSERIES"; do
-    dpkg-deb -x "$(ls "$DEBS/${pkg}"_*.deb | head -n1)" "$HDR" || die "cannot unpack $pkg"
+    dpkg-deb -x "$(deb "$pkg")" "$HDR" || die "cannot unpack $pkg"
 done
 KDIR="$HDR/usr/src/linux-headers-$KREL"
 [[ -f "$KDIR/Makefile" ]] || die "no $KDIR/Makefile in the headers package"
@@ -106,13 +123,13 @@ find "$HDR/usr/src" -type l | while read -r link; do
     if [[ "$target" == /usr/* ]]; then ln -sfn "$HDR$target" "$link"; fi
 done
 
-SRC_DEB="$(ls "$DEBS/linux-source-${KSERIES}"_*.deb | head -n1)"
+SRC_DEB="$(deb "linux-source-$KSERIES")"
 rm -rf "$CACHE/src.tmp" "$CACHE/build"
 mkdir -p "$CACHE/src.tmp" "$CACHE/build"
 log "unpack gpio-sim.c, gpiolib.h and irq_sim.c from linux-source-$KSERIES"
 dpkg-deb --fsys-tarfile "$SRC_DEB" | tar -x -C "$CACHE/src.tmp" --wildcards '*/linux-source-*.tar.xz' \
     || die "linux-source package has no source tarball"
-tarball="$(find "$CACHE/src.tmp" -name 'linux-source-*.tar.xz' | head -n1)"
+tarball="$(find "$CACHE/src.tmp" -name 'linux-source-*.tar.xz' -print -quit)"
 top="$(basename "$tarball" .tar.xz)"
 tar -xJf "$tarball" -C "$CACHE/src.tmp" "$top/drivers/gpio/gpio-sim.c" "$top/drivers/gpio/gpiolib.h" "$top/kernel/irq/irq_sim.c" \
     || die "the kernel source lacks gpio-sim.c / gpiolib.h / irq_sim.c"
