@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
+bash deploy/dev/check-scripts.sh
 bash deploy/dev/setup.sh
 swift build --build-tests
 swift test --skip-build

@@ -235,18 +235,18 @@ line_busy() {  # gpiomon holds GPIO6
 label_resolution() {  # board raspberry-pi-5: GPIO17 on pinctrl-rp1 (gpiochip2), not on the Pi 4 chip's GPIO17
     check "agent starts" "start pi5 pi5-label.yaml && wait_used pi5 17" &&
     check "the rp1 chip is not gpiochip0" "[ \$(chip pi5) != gpiochip0 ] && gpiodetect | grep \"\$(chip pi5) \[pinctrl-rp1\]\"" &&
-    check "pinctrl-bcm2711 GPIO17 left alone" "info pi4 17; ! info pi4 17 | grep -q '\\[used'" &&
+    check "pinctrl-bcm2711 GPIO17 left alone" "info pi4 17; ! info pi4 17 | grep '\\[used' >/dev/null" &&
     check "rp1 GPIO17 high -> spot.occupied" "pull pi5 17 up && wait_msg 10 $T/pi5-label/events '\"spot.occupied\"' '\"P1-A-17\"'" &&
     check "rp1 GPIO17 low -> spot.vacated" "pull pi5 17 down && wait_msg 10 $T/pi5-label/events '\"spot.vacated\"' '\"P1-A-17\"'" &&
     check "clean stop" "stop pi5"
 }
 
 auto_ambiguous() {  # board auto, no device tree, GPIO17 on two chips: refused with both named
-    check "agent exits 78 naming both chips" "timeout 60 \$AGENT run --config /sim/configs/auto-ambiguous.yaml --broker mqtt://127.0.0.1:1883 --outbox /tmp/outbox-auto > /tmp/auto.log 2>&1; rc=\$?; cat /tmp/auto.log; echo rc=\$rc; [ \$rc = 78 ] && grep pinctrl-bcm2711 /tmp/auto.log | grep -q pinctrl-rp1"
+    check "agent exits 78 naming both chips" "timeout 60 \$AGENT run --config /sim/configs/auto-ambiguous.yaml --broker mqtt://127.0.0.1:1883 --outbox /tmp/outbox-auto > /tmp/auto.log 2>&1; rc=\$?; cat /tmp/auto.log; echo rc=\$rc; [ \$rc = 78 ] && grep pinctrl-bcm2711 /tmp/auto.log | grep pinctrl-rp1 >/dev/null"
 }
 
 inventory() {  # GPIOInventory.lines() through `parkwise-agent lines`, against gpioinfo
-    check "lines: every chip with its device, the config's spots mapped" "\$AGENT lines --config /sim/configs/mcp-bias.yaml > /tmp/lines.out 2>&1; rc=\$?; cat /tmp/lines.out; [ \$rc = 0 ] && grep 'mcp23017' /tmp/lines.out | grep -q 'gpio-sim.0' && grep -q pinctrl-rp1 /tmp/lines.out && grep -q pinctrl-bcm2711 /tmp/lines.out && grep -q P1-A-01 /tmp/lines.out && grep -q P1-A-02 /tmp/lines.out" &&
+    check "lines: every chip with its device, the config's spots mapped" "\$AGENT lines --config /sim/configs/mcp-bias.yaml > /tmp/lines.out 2>&1; rc=\$?; cat /tmp/lines.out; [ \$rc = 0 ] && grep 'mcp23017' /tmp/lines.out | grep 'gpio-sim.0' >/dev/null && grep -q pinctrl-rp1 /tmp/lines.out && grep -q pinctrl-bcm2711 /tmp/lines.out && grep -q P1-A-01 /tmp/lines.out && grep -q P1-A-02 /tmp/lines.out" &&
     check "lines: as many lines as gpioinfo" "[ \$(grep -c -E 'GPIO[0-9]+' /tmp/lines.out) -ge \$(gpioinfo | grep -c -E '\"GPIO[0-9]+\"') ] || { gpioinfo | grep -c GPIO; grep -c GPIO /tmp/lines.out; false; }"
 }
 
