@@ -27,6 +27,7 @@ public final class UplinkSession {
 
     public var isConnected: Bool { connection != nil }
     public var outboxCount: Int { outbox.count }
+    public var oldestPendingSeq: UInt64? { outbox.pending.first?.event.seq }
 
     /// Takes an event into the outbox, and sends it at once when the link is up.
     /// Returns the events the full outbox gave up for it (the caller announces them).

@@ -206,7 +206,8 @@ func acceptedEvents(_ path: String) -> [Int: String] {
     let prefix = "parkwise/v1/testsite/busy"
 
     /// A damaged outbox at start: the agent keeps running, keeps the file aside, says so with a
-    /// fault event, and still delivers the events it could read.
+    /// fault event, delivers every event it could read (reading on past the damage), and declares
+    /// the one record the damage took: every seq arrives or is declared dropped.
     @Test func aDamagedOutboxAtStartIsReportedAndItsReadableEventsDelivered() throws {
         let dir = temporaryDirectory()
         let config = try writeBusyGarage(dir)
@@ -231,8 +232,14 @@ func acceptedEvents(_ path: String) -> [Int: String] {
         let events = subscriber.events()
         let fault = try #require(events.first { $0["type"] as? String == "outbox.fault" })
         #expect((fault["reason"] as? String)?.contains("kept aside") == true)
-        let delivered = events.compactMap { $0["type"] as? String == "spot.occupied" || $0["type"] as? String == "spot.vacated" ? $0["seq"] as? Int : nil }
-        #expect(!delivered.isEmpty && delivered == Array(1...delivered.count), "the readable events before the damage: \(delivered)")
+        #expect(eventually(10) { subscriber.events().contains { $0["type"] as? String == "outbox.dropped" } }, "\(second.stderr)")
+        let all = subscriber.events()
+        let delivered = all.compactMap { $0["type"] as? String == "spot.occupied" || $0["type"] as? String == "spot.vacated" ? $0["seq"] as? Int : nil }
+        let drop = try #require(all.first { $0["type"] as? String == "outbox.dropped" })
+        let declared = Set((drop["first_seq"] as? Int ?? 0)...(drop["last_seq"] as? Int ?? 0))
+        #expect(delivered.count == 5 && delivered == delivered.sorted(), "all but the damaged record, in order: \(delivered)")
+        #expect(Set(delivered).union(declared).isSuperset(of: 1...6), "delivered \(delivered), declared \(declared)")
+        #expect(declared.intersection(delivered).isEmpty, "only what did not come is declared: \(declared)")
         #expect(second.stderr.contains("outbox repaired at start"))
         let aside = try FileManager.default.contentsOfDirectory(atPath: outbox).filter { $0.hasPrefix("outbox.log.corrupt-") }
         #expect(aside.count == 1)
@@ -263,6 +270,80 @@ func acceptedEvents(_ path: String) -> [Int: String] {
         _ = checkDelivery(subscriber.events())
         agent.signal(SIGTERM)
         #expect(agent.wait(10) == 0)
+        subscriber.stop()
+    }
+}
+
+/// The sequence promise across crashes and damaged state: a seq is never used twice, and every seq
+/// below the next run's first one arrived or lies in a declared `outbox.dropped` range.
+@Suite(.serialized) struct SequencePromiseTests {
+    /// Seqs the `outbox.dropped` events declare.
+    func declared(_ events: [[String: Any]]) -> Set<Int> {
+        events.filter { $0["type"] as? String == "outbox.dropped" }.reduce(into: Set<Int>()) { set, e in
+            if let first = e["first_seq"] as? Int, let last = e["last_seq"] as? Int, first <= last { set.formUnion(first...last) }
+        }
+    }
+
+    /// The disk is full (the outbox cannot grow), then `kill -9`: the events held in memory are gone,
+    /// but the next run counts on above every seq the first could have sent, and declares the loss.
+    @Test func aFullDiskThenACrashReusesNoSeqAndDeclaresTheLoss() throws {
+        let dir = temporaryDirectory()
+        let broker = try Broker()
+        let subscriber = try Subscriber(broker)
+        broker.stop()
+        let config = try writeBusyGarage(dir)
+        let outbox = dir.path + "/outbox"
+        let first = try Child("/usr/bin/prlimit", ["--fsize=12000", agentBinary, "run", "--config", config,
+                                                   "--replay", try busyTrace(dir, count: 60, every: 20).path,
+                                                   "--broker", broker.url, "--outbox", outbox])
+        #expect(eventually(15) { first.stderr.contains("trace finished") && first.stderr.contains("outbox cannot write to disk") },
+                "\(first.stderr)")
+        first.signal(SIGKILL)
+        _ = first.wait(5)
+
+        try broker.start()
+        try subscriber.listen()
+        let second = try Child(agentBinary, ["run", "--config", config, "--replay", try writeTrace(dir, ""),
+                                             "--broker", broker.url, "--outbox", outbox])
+        #expect(eventually(20) { !declared(subscriber.events()).isEmpty }, "\(second.stderr)")
+        try subscriber.drain()
+        let events = subscriber.events()
+        _ = checkDelivery(events)
+        let secondRun = events.filter { $0["boot"] as? Int == 2 }.compactMap { $0["seq"] as? Int }
+        let start = try #require(secondRun.min(), "the second run announced its drops")
+        let firstRun = Set(events.filter { $0["boot"] as? Int == 1 }.compactMap { $0["seq"] as? Int })
+        #expect(firstRun.allSatisfy { $0 < start }, "no seq of the first run is used again: \(firstRun.sorted()) vs \(start)")
+        let covered = firstRun.union(declared(events))
+        #expect(Set(1..<start).isSubset(of: covered), "missing: \(Set(1..<start).subtracting(covered).sorted())")
+        #expect(second.stderr.contains("seqs of the last run unaccounted for"), "\(second.stderr)")
+        second.signal(SIGTERM)
+        #expect(second.wait(10) == 0)
+        subscriber.stop()
+    }
+
+    /// Both copies of device-state.json unreadable: `boot` and `seq` still go on from the ledger.
+    @Test func anUnreadableDeviceStateNeverSendsBootOrSeqBack() throws {
+        let dir = temporaryDirectory()
+        let broker = try Broker()
+        let subscriber = try Subscriber(broker)
+        try subscriber.listen()
+        let config = try writeBusyGarage(dir)
+        let outbox = dir.path + "/outbox"
+        for run in 1...2 {
+            let agent = try Child(agentBinary, ["run", "--config", config, "--replay", try busyTrace(dir, count: 4, every: 20).path,
+                                                "--broker", broker.url, "--outbox", outbox])
+            #expect(eventually(15) { subscriber.events().filter { $0["boot"] as? Int == run }.count >= 4 }, "\(agent.stderr)")
+            agent.signal(SIGTERM)
+            #expect(agent.wait(10) == 0)
+            for name in ["device-state.json", "device-state.json.bak"] {
+                try Data("{\"boot\": tru".utf8).write(to: URL(fileURLWithPath: outbox + "/" + name))
+            }
+        }
+        try subscriber.drain()
+        let events = subscriber.events()
+        let seqs = events.compactMap { $0["seq"] as? Int }
+        #expect(seqs == Array(1...8), "one count across both runs, no gap: \(seqs)")
+        #expect(events.map { $0["boot"] as? Int } == [1, 1, 1, 1, 2, 2, 2, 2])
         subscriber.stop()
     }
 }

@@ -78,7 +78,9 @@ func pendingOnDisk(_ path: String) -> (pending: [UInt64], records: Int) {
         #expect(try Data(contentsOf: URL(fileURLWithPath: log)) == whole, "the torn bytes are cut off, nothing else")
     }
 
-    @Test func aDamagedFileIsKeptAsideAndItsReadableRecordsCarriedOver() throws {
+    /// One flipped bit loses one record, not the rest of the file: reading resumes at the next
+    /// intact record, and the seq the damaged record held is reported for declaration.
+    @Test func aDamagedFileIsKeptAsideAndReadingResumesAfterTheDamage() throws {
         let dir = temporaryDirectory().path
         do {
             var (outbox, _) = try DurableOutbox.open(directory: dir, capacity: 200)
@@ -90,12 +92,14 @@ func pendingOnDisk(_ path: String) -> (pending: [UInt64], records: Int) {
         bytes[2 * recordSize + 20] ^= 0xFF          // bit rot in the third record
         try Data(bytes).write(to: URL(fileURLWithPath: log))
         let (outbox, problems) = try DurableOutbox.open(directory: dir, capacity: 200)
-        #expect(outbox.pending.map(\.event.seq) == [1, 2])
+        #expect(outbox.pending.map(\.event.seq) == [1, 2, 4])
+        #expect(outbox.lostAtOpen == [3...3])
+        #expect(outbox.highestSeq == 4)
         #expect(problems.first?.contains("damaged") == true)
         let aside = try FileManager.default.contentsOfDirectory(atPath: dir).filter { $0.hasPrefix("outbox.log.corrupt-") }
         #expect(aside.count == 1)
         #expect(try Data(contentsOf: URL(fileURLWithPath: dir + "/" + aside[0])) == Data(bytes), "kept whole")
-        #expect(pendingOnDisk(log).pending == [1, 2])
+        #expect(pendingOnDisk(log).pending == [1, 2, 4])
     }
 
     @Test func neverMoreThanCapacityPendingOnDiskAndDropsAreSaid() throws {

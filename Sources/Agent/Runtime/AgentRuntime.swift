@@ -62,7 +62,15 @@ actor AgentRuntime {
             outbox = durable
             for problem in problems { Log.warn("outbox repaired at start", ["problem": problem]) }
             startProblems = problems.filter { $0.contains("damaged") }
-            stamper.state.atLeast(seq: durable.pending.map(\.event.seq).max() ?? 0)
+            // Whatever the outbox lost, and whatever seqs the last run may have used that nothing
+            // accounts for (a crash, a lost file), is declared: a gap in seq is never silent.
+            for range in durable.lostAtOpen { stamper.state.addDrops(range) }
+            if let range = stamper.state.unaccounted(outboxHighest: durable.highestSeq) {
+                Log.warn("seqs of the last run unaccounted for, declared dropped",
+                         ["first_seq": range.lowerBound, "last_seq": range.upperBound])
+                stamper.state.addDrops(range)
+            }
+            stamper.state.atLeast(seq: durable.highestSeq)
         } catch {
             Log.error("outbox unusable, events kept in memory only", ["dir": config.outbox.path, "error": error])
             outbox = MemoryOutbox(capacity: config.outbox.capacity)
@@ -172,6 +180,8 @@ actor AgentRuntime {
         }
         giveUp.cancel()
         link.stop()
+        stamper.state.settle(oldestPending: session.oldestPendingSeq)
+        stamper.state.stoppedCleanly()
         continuation.finish()
         Log.info("stopped", ["outbox": session.outboxCount])
         return 0
@@ -183,6 +193,7 @@ actor AgentRuntime {
     /// of them leaves, hands them to the uplink, and publishes the states they changed.
     private func flush() {
         checkClock()
+        stamper.state.settle(oldestPending: session.oldestPendingSeq)
         let entries = events.map { stamper.stamp($0, synced: clockSynced) } + deviceEvents
         events.removeAll(keepingCapacity: true)
         deviceEvents.removeAll()

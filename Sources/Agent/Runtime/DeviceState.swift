@@ -6,10 +6,23 @@ import Uplink
 /// What must survive a restart beside the outbox: the start counter (`boot`), the last event
 /// sequence number (so `seq` only ever increases) and the levels' lane counts (so a restart neither
 /// forgets a calibration nor counts a vehicle twice). Saved before the events it covers are sent.
+///
+/// `boot` and `seq` live in two places: the sequence ledger (blocks of seqs reserved durably before
+/// use, writable on a full disk) and `device-state.json`; a start takes the higher of each, so no
+/// damage to one of them sends either back. `device-state.json` itself is written twice (the file
+/// and `device-state.json.bak`), so one unreadable copy loses neither the drops nor the announcement.
 struct DeviceState {
     private(set) var boot: UInt64 = 0
     private(set) var seq: UInt64 = 0
     private(set) var laneCounts: [String: Int] = [:]
+    /// The ledger's entry as the previous run left it (nil: first start, or no ledger).
+    private(set) var previousRun: SeqLedger.Entry?
+    /// Every seq up to this one is acknowledged or declared; written with each reservation.
+    var settled: UInt64 = 0
+    private var reserved: UInt64 = 0
+    private let ledger: SeqLedger?
+    /// Seqs reserved per ledger write.
+    static let seqBlock: UInt64 = 64
     /// Events the full outbox gave up and no event has announced yet.
     private(set) var drops: Drops?
     /// The event announcing earlier drops, until the broker acknowledges it.
@@ -43,25 +56,68 @@ struct DeviceState {
         } else {
             path = directory + "/device-state.json"
         }
-        if let path, let bytes = DurableFile.read(path: path) {
-            if let stored = try? JSONDecoder().decode(Stored.self, from: Data(bytes)) {
-                boot = stored.boot
-                seq = stored.seq
-                laneCounts = stored.laneCounts ?? [:]
-                drops = stored.drops
-                announcement = stored.announcement
-            } else {
-                Log.error("device state unreadable, kept aside; sequence numbers restart", ["path": path])
-                _ = rename(path, path + ".corrupt")
-            }
+        if let path, let stored = DeviceState.load(path) {
+            boot = stored.boot
+            seq = stored.seq
+            laneCounts = stored.laneCounts ?? [:]
+            drops = stored.drops
+            announcement = stored.announcement
         }
-        boot += 1
+        do {
+            if path != nil {
+                let (opened, last, damaged) = try SeqLedger.open(path: directory + "/seq.ledger")
+                if damaged { Log.error("sequence ledger unreadable, device-state.json and the outbox decide", ["path": opened.path]) }
+                ledger = opened
+                previousRun = last
+            } else {
+                ledger = nil
+            }
+        } catch {
+            Log.error("sequence ledger unusable, sequence numbers kept in device-state.json only", ["error": error.message])
+            ledger = nil
+        }
+        boot = max(boot, previousRun?.boot ?? 0) + 1
+        seq = max(seq, previousRun?.reserved ?? 0)
+        reserved = seq
+        settled = previousRun?.settled ?? 0
+        writeLedger(clean: false)
         save()
+    }
+
+    /// The newest readable copy of the stored state: the file, else its backup.
+    private static func load(_ path: String) -> Stored? {
+        for candidate in [path, path + ".bak"] {
+            guard let bytes = DurableFile.read(path: candidate) else { continue }
+            if let stored = try? JSONDecoder().decode(Stored.self, from: Data(bytes)) { return stored }
+            Log.error("device state unreadable, kept aside", ["path": candidate])
+            _ = rename(candidate, candidate + ".corrupt")
+        }
+        return nil
     }
 
     mutating func nextSeq() -> UInt64 {
         seq += 1
+        if seq > reserved {
+            reserved = seq + DeviceState.seqBlock - 1
+            writeLedger(clean: false)
+        }
         return seq
+    }
+
+    /// A clean stop: the ledger and the state file then say exactly which seq was the last one.
+    mutating func stoppedCleanly() {
+        reserved = seq
+        writeLedger(clean: true)
+        save()
+    }
+
+    private mutating func writeLedger(clean: Bool) {
+        guard let ledger else { return }
+        do {
+            try ledger.write(SeqLedger.Entry(boot: boot, reserved: reserved, settled: min(settled, seq), clean: clean))
+        } catch {
+            Log.error("cannot reserve sequence numbers", ["error": error.message])
+        }
     }
 
     /// Never below what an outbox on disk already holds.
@@ -75,14 +131,42 @@ struct DeviceState {
 
     mutating func addDrops(_ seqs: [UInt64]) {
         guard let low = seqs.min(), let high = seqs.max() else { return }
+        addDrops(low...high, count: seqs.count)
+    }
+
+    /// `count` events within `range` were given up (the whole range when it cannot be told which).
+    mutating func addDrops(_ range: ClosedRange<UInt64>, count: Int? = nil) {
+        let count = count ?? Int(clamping: range.upperBound - range.lowerBound + 1)
         if var d = drops {
-            d.count += seqs.count
-            d.firstSeq = min(d.firstSeq, low)
-            d.lastSeq = max(d.lastSeq, high)
+            d.count = d.count.addingReportingOverflow(count).overflow ? Int.max : d.count + count
+            d.firstSeq = min(d.firstSeq, range.lowerBound)
+            d.lastSeq = max(d.lastSeq, range.upperBound)
             drops = d
         } else {
-            drops = Drops(count: seqs.count, firstSeq: low, lastSeq: high)
+            drops = Drops(count: count, firstSeq: range.lowerBound, lastSeq: range.upperBound)
         }
+    }
+
+    /// Seqs the previous run may have handed out that nothing accounts for now: not in the outbox
+    /// (whose highest seq ever stored is `outboxHighest`), not acknowledged, not declared. After a
+    /// crash these are the rest of its last reserved block (never sent: an event is stored before
+    /// it is sent) or events the outbox lost; the backend is told of them as dropped, so a gap in
+    /// `seq` is always declared. Nil on a first start, or when the previous run kept no ledger.
+    func unaccounted(outboxHighest: UInt64) -> ClosedRange<UInt64>? {
+        guard let previousRun else { return nil }
+        let accounted = [previousRun.settled, outboxHighest, drops?.lastSeq ?? 0,
+                         announcement?.event.lastSeq ?? 0, announcement?.event.seq ?? 0].max()!
+        // `seq` is where this run starts counting: the higher of the ledger's and the state file's.
+        guard accounted < seq else { return nil }
+        return (accounted + 1)...seq
+    }
+
+    /// Records how far everything is settled, given the oldest event still in the outbox.
+    mutating func settle(oldestPending: UInt64?) {
+        var low = (oldestPending ?? seq + 1) - 1
+        if let drops { low = min(low, drops.firstSeq - 1) }
+        if let announcement { low = min(low, (announcement.event.firstSeq ?? announcement.event.seq) - 1) }
+        settled = low
     }
 
     /// The drops are now told by this event (kept until acknowledged).
@@ -97,12 +181,13 @@ struct DeviceState {
 
     /// Writes the state if it changed (temp file, fsync, rename).
     mutating func save() {
-        let stored = Stored(boot: boot, seq: seq, laneCounts: laneCounts, drops: drops, announcement: announcement)
+        let stored = Stored(boot: boot, seq: reserved, laneCounts: laneCounts, drops: drops, announcement: announcement)
         guard let path, stored != saved else { return }
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
         let bytes = Array((try? encoder.encode(stored)) ?? Data())
-        if let error = DurableFile.replace(path: path, with: bytes) {
+        // Two copies, one after the other: whatever happens to one, the other is whole.
+        if let error = DurableFile.replace(path: path, with: bytes) ?? DurableFile.replace(path: path + ".bak", with: bytes) {
             Log.error("cannot save device state", ["path": path, "error": error])
         } else {
             saved = stored

@@ -11,6 +11,11 @@ public struct DurableOutbox: Outbox {
     private var deadRecords: Int
     /// A write failed: some events are in memory only, until a rewrite puts them all on disk.
     private var degraded = false
+    /// Seqs the file lost before this start (damage, or more events than the capacity): the
+    /// caller declares them dropped.
+    public private(set) var lostAtOpen: [ClosedRange<UInt64>] = []
+    /// The highest seq this outbox ever stored, pending or not.
+    public var highestSeq: UInt64 { log.highest }
 
     /// Opens the outbox in `directory`. `problems` tells what had to be repaired at start.
     public static func open(directory: String, capacity: Int) throws(UplinkError) -> (DurableOutbox, problems: [String]) {
@@ -21,9 +26,16 @@ public struct DurableOutbox: Outbox {
         var outbox = DurableOutbox(capacity: capacity, entries: loaded.entries, log: log,
                                    deadRecords: loaded.records - loaded.entries.count)
         var problems = loaded.problems
+        outbox.lostAtOpen = loaded.lost
         if outbox.entries.count > capacity {
-            problems.append("outbox held \(outbox.entries.count) events for a capacity of \(capacity): oldest dropped")
-            outbox.entries.removeFirst(outbox.entries.count - capacity)
+            // (A smaller capacity than the last run's.) Given up the way a full outbox gives up, and declared.
+            var trimmed: [UInt64] = []
+            while outbox.entries.count > capacity {
+                trimmed.append(outbox.entries.remove(at: OverflowPolicy.victim(in: outbox.entries)).event.seq)
+            }
+            problems.append("outbox held \(outbox.entries.count + trimmed.count) events for a capacity of \(capacity): "
+                            + "\(trimmed.count) dropped and declared")
+            outbox.lostAtOpen += trimmed.map { $0...$0 }
             try outbox.compact()
         }
         return (outbox, problems)

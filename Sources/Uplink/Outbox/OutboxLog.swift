@@ -2,72 +2,86 @@ import FoundationEssentials
 import Glibc
 
 /// The outbox's file: an append-only log of records `[length u32 LE][crc32 u32 LE][JSON]`, each
-/// either an event added (`{"add": entry}`) or one removed (`{"del": seq}`: acknowledged or dropped).
+/// either an event added (`{"add": entry}`), one removed (`{"del": seq}`: acknowledged or dropped),
+/// or, first in a compacted file, the highest seq the outbox ever stored (`{"floor": seq}`).
 /// One owner of the file descriptor.
 final class OutboxLog {
     struct Record: Codable {
         var add: OutboxEntry?
         var del: UInt64?
+        var floor: UInt64?
     }
 
     struct Loaded {
         var entries: [OutboxEntry]
         var records: Int
+        /// The highest seq the outbox ever stored (pending or not).
+        var highest: UInt64
+        /// Seqs a damaged stretch of the file may have held: declared dropped by the caller.
+        var lost: [ClosedRange<UInt64>]
         /// What was wrong with the file, for the log and a fault event.
         var problems: [String]
     }
 
     let path: String
     private let fd: Int32
+    /// The highest seq ever stored in this outbox: kept across compactions by the floor record.
+    private(set) var highest: UInt64
 
-    private init(path: String, fd: Int32) {
+    private init(path: String, fd: Int32, highest: UInt64) {
         self.path = path
         self.fd = fd
+        self.highest = highest
     }
 
     deinit { close(fd) }
 
     /// Opens (creating) the log and reads what it holds. A torn last record (power lost while it
-    /// was written) is cut off; a damaged record with data after it means the file is corrupt:
-    /// it is kept aside whole, and the readable records before the damage are carried over.
+    /// was written) is cut off. A damaged record with intact records after it is skipped: reading
+    /// resumes at the next record whose length, CRC and JSON hold, so only the damaged stretch is
+    /// lost, and the seqs it may have held are returned for declaration. The damaged file is kept
+    /// aside whole and a clean one written with everything recovered.
     static func open(path: String) throws(UplinkError) -> (OutboxLog, Loaded) {
         var problems: [String] = []
         var bytes = DurableFile.read(path: path) ?? []
-        var (entries, records, goodEnd, damaged) = parse(bytes)
-        if goodEnd < bytes.count {
-            if damaged {
-                let aside = path + ".corrupt-\(time(nil))"
-                if rename(path, aside) == 0 {
-                    problems.append("outbox file damaged at byte \(goodEnd) of \(bytes.count): kept aside as \(aside), "
-                                    + "\(entries.count) events before the damage recovered")
-                    bytes = []
-                } else {
-                    throw UplinkError(.outbox, "outbox file \(path) is damaged and cannot be moved aside: \(DurableFile.errnoText())")
-                }
+        let parsed = parse(bytes)
+        let entries = parsed.entries
+        var records = parsed.records
+        if parsed.damaged {
+            let aside = path + ".corrupt-\(time(nil))"
+            if rename(path, aside) == 0 {
+                let seqs = parsed.lost.map { "\($0.lowerBound)-\($0.upperBound)" }.joined(separator: ",")
+                problems.append("outbox file damaged: kept aside as \(aside), \(entries.count) events recovered, "
+                                + (seqs.isEmpty ? "only removals lost (their events are sent again)" : "seqs \(seqs) declared dropped"))
+                bytes = []
             } else {
-                problems.append("outbox file ended in a torn record (power lost while writing): "
-                                + "\(bytes.count - goodEnd) bytes dropped, \(entries.count) events kept")
-                if truncate(path, off_t(goodEnd)) != 0 {
-                    throw UplinkError(.outbox, "cannot repair outbox file \(path): \(DurableFile.errnoText())")
-                }
+                throw UplinkError(.outbox, "outbox file \(path) is damaged and cannot be moved aside: \(DurableFile.errnoText())")
+            }
+        }
+        if parsed.goodEnd < bytes.count {
+            problems.append("outbox file ended in a torn record (power lost while writing): "
+                            + "\(bytes.count - parsed.goodEnd) bytes dropped, \(entries.count) events kept")
+            if truncate(path, off_t(parsed.goodEnd)) != 0 {
+                throw UplinkError(.outbox, "cannot repair outbox file \(path): \(DurableFile.errnoText())")
             }
         }
         let fd = Glibc.open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o640)
         guard fd >= 0 else { throw UplinkError(.outbox, "cannot open outbox file \(path): \(DurableFile.errnoText())") }
-        let log = OutboxLog(path: path, fd: fd)
-        if bytes.isEmpty && !entries.isEmpty {
+        let log = OutboxLog(path: path, fd: fd, highest: parsed.highest)
+        if parsed.damaged {
             // Start the new file with what was recovered from the damaged one.
             try log.rewrite(entries)
-            records = entries.count
+            records = entries.count + 1
         }
         DurableFile.syncDirectory(of: path)
-        return (log, Loaded(entries: entries, records: records, problems: problems))
+        return (log, Loaded(entries: entries, records: records, highest: parsed.highest, lost: parsed.lost, problems: problems))
     }
 
     /// Appends records; with `sync`, they are on disk when this returns.
     func append(_ records: [Record], sync: Bool) throws(UplinkError) {
         var bytes: [UInt8] = []
         for record in records { bytes += OutboxLog.frame(record) }
+        let stored = records.compactMap { $0.add?.event.seq }.max() ?? 0
         let end = lseek(fd, 0, SEEK_END)
         if let code = DurableFile.writeAll(fd, bytes) {
             // Take back a partial record, so the file ends on a whole one.
@@ -77,11 +91,14 @@ final class OutboxLog {
         if sync && fdatasync(fd) != 0 {
             throw UplinkError(.outbox, "cannot sync outbox file \(path): \(DurableFile.errnoText())", code: errno)
         }
+        highest = max(highest, stored)
     }
 
-    /// Replaces the file with just these events (temp file, fsync, rename): compaction.
+    /// Replaces the file with just these events (temp file, fsync, rename): compaction. The
+    /// floor record first keeps the highest seq ever stored.
     func rewrite(_ entries: [OutboxEntry]) throws(UplinkError) {
-        var bytes: [UInt8] = []
+        let top = max(highest, entries.map(\.event.seq).max() ?? 0)
+        var bytes = OutboxLog.frame(Record(floor: top))
         for entry in entries { bytes += OutboxLog.frame(Record(add: entry)) }
         if let problem = DurableFile.replace(path: path, with: bytes) {
             throw UplinkError(.outbox, "cannot rewrite outbox file: \(problem)", code: errno)
@@ -91,6 +108,7 @@ final class OutboxLog {
         guard fresh >= 0 else { throw UplinkError(.outbox, "cannot reopen outbox file \(path): \(DurableFile.errnoText())") }
         dup2(fresh, fd)
         close(fresh)
+        highest = top
     }
 
     static func frame(_ record: Record) -> [UInt8] {
@@ -100,27 +118,54 @@ final class OutboxLog {
         return le32(UInt32(json.count)) + le32(CRC32.checksum(json)) + json
     }
 
-    /// The events the records leave pending, how many records were read, where the readable
-    /// part ends, and whether a damaged record has data after it.
-    static func parse(_ bytes: [UInt8]) -> (entries: [OutboxEntry], records: Int, goodEnd: Int, damaged: Bool) {
+    /// The events the records leave pending, how many records were read, the highest seq stored,
+    /// where the readable part ends (a torn tail after it), and the seqs damaged stretches may have
+    /// held: between the last event stored before a stretch and the first one after it.
+    static func parse(_ bytes: [UInt8])
+        -> (entries: [OutboxEntry], records: Int, highest: UInt64, goodEnd: Int, damaged: Bool, lost: [ClosedRange<UInt64>]) {
         var pending: [OutboxEntry] = []
         var offset = 0, records = 0
-        let decoder = JSONDecoder()
+        var highest: UInt64 = 0
+        var lost: [ClosedRange<UInt64>] = []
+        var damagedAfter: UInt64?   // a damaged stretch follows the event with this seq
+        var damaged = false
         while offset < bytes.count {
-            guard offset + 8 <= bytes.count else { return (pending, records, offset, false) }
-            let length = Int(readLE32(bytes, offset)), crc = readLE32(bytes, offset + 4)
-            let end = offset + 8 + length
-            guard end <= bytes.count else { return (pending, records, offset, false) }
-            let json = bytes[(offset + 8)..<end]
-            guard CRC32.checksum(json) == crc, let record = try? decoder.decode(Record.self, from: Data(json)) else {
-                return (pending, records, offset, end < bytes.count)
+            guard let (record, end) = readRecord(bytes, at: offset) else {
+                // Damaged here, or the torn tail of the file: look for the next intact record.
+                guard let next = (offset + 1..<bytes.count).first(where: { readRecord(bytes, at: $0) != nil }) else {
+                    return (pending, records, highest, offset, damaged, lost)
+                }
+                damagedAfter = damagedAfter ?? highest
+                damaged = true
+                offset = next
+                continue
             }
-            if let entry = record.add { pending.append(entry) }
+            if let floor = record.floor { highest = max(highest, floor) }
+            if let entry = record.add {
+                if let before = damagedAfter {
+                    if entry.event.seq > before, entry.event.seq - before > 1 { lost.append((before + 1)...(entry.event.seq - 1)) }
+                    damagedAfter = nil
+                }
+                pending.append(entry)
+                highest = max(highest, entry.event.seq)
+            }
             if let seq = record.del { pending.removeAll { $0.event.seq == seq } }
             records += 1
             offset = end
         }
-        return (pending, records, offset, false)
+        // (A stretch with only removals in it loses nothing: their events come back and are sent again, same ids.)
+        return (pending, records, highest, offset, damaged, lost)
+    }
+
+    /// The record at `offset` and where it ends, if its length, CRC and JSON all hold.
+    private static func readRecord(_ bytes: [UInt8], at offset: Int) -> (Record, Int)? {
+        guard offset + 8 <= bytes.count else { return nil }
+        let length = Int(readLE32(bytes, offset)), crc = readLE32(bytes, offset + 4)
+        guard length >= 2, length <= bytes.count - offset - 8 else { return nil }
+        let json = bytes[(offset + 8)..<(offset + 8 + length)]
+        guard json.first == UInt8(ascii: "{"), CRC32.checksum(json) == crc,
+              let record = try? JSONDecoder().decode(Record.self, from: Data(json)) else { return nil }
+        return (record, offset + 8 + length)
     }
 
     private static func le32(_ v: UInt32) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v >> 16 & 0xFF), UInt8(v >> 24)] }

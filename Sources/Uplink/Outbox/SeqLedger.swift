@@ -1,0 +1,104 @@
+import Glibc
+
+/// The device's counters that must never go back: the start counter (`boot`) and the highest event
+/// sequence number that may have been handed out (`reserved`). Sequence numbers are reserved in
+/// blocks, durably, before any of them is used, so a restart after any crash continues above every
+/// seq the last run could have sent — one small write per block, not one per event.
+///
+/// The file (`seq.ledger` beside the outbox) is allocated once, at its first start, and afterwards
+/// only overwritten in place: it keeps working on a full disk. It holds two slots written in turn,
+/// each with a generation and a CRC-32, so a write torn by a power cut or a damaged sector leaves
+/// the other slot: at most the last reservation is lost, and a reservation is only used once written.
+public final class SeqLedger {
+    public struct Entry: Equatable, Sendable {
+        public var boot: UInt64
+        /// No seq above this was handed out.
+        public var reserved: UInt64
+        /// Every seq up to this one was acknowledged or declared dropped when the entry was written.
+        public var settled: UInt64
+        /// The run stopped cleanly: `reserved` is exactly the last seq handed out.
+        public var clean: Bool
+
+        public init(boot: UInt64, reserved: UInt64, settled: UInt64, clean: Bool) {
+            self.boot = boot
+            self.reserved = reserved
+            self.settled = settled
+            self.clean = clean
+        }
+    }
+
+    public let path: String
+    private let fd: Int32
+    private var generation: UInt64
+
+    static let slotSize = 512
+    static let magic: [UInt8] = Array("PWSEQ1\0\0".utf8)
+
+    private init(path: String, fd: Int32, generation: UInt64) {
+        self.path = path
+        self.fd = fd
+        self.generation = generation
+    }
+
+    deinit { close(fd) }
+
+    /// Opens (creating and allocating) the ledger and reads its newest intact slot: nil when the
+    /// file is new, or when neither slot is intact (`damaged` then says so).
+    public static func open(path: String) throws(UplinkError) -> (SeqLedger, last: Entry?, damaged: Bool) {
+        let fd = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o640)
+        guard fd >= 0 else {
+            throw UplinkError(.outbox, "cannot open sequence ledger \(path): \(DurableFile.errnoText())", code: errno)
+        }
+        var bytes = [UInt8](repeating: 0, count: 2 * slotSize)
+        let n = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
+        let slots = [0, 1].compactMap { i -> (UInt64, Entry)? in
+            n >= (i + 1) * slotSize ? decode(Array(bytes[(i * slotSize)..<((i + 1) * slotSize)])) : nil
+        }
+        let newest = slots.max { $0.0 < $1.0 }
+        if n < 2 * slotSize {
+            // New (or cut short): allocate both slots now, while there is room.
+            let rc = posix_fallocate(fd, 0, off_t(2 * slotSize))
+            if rc != 0 {
+                close(fd)
+                throw UplinkError(.outbox, "cannot allocate sequence ledger \(path): \(DurableFile.describe(rc))", code: rc)
+            }
+            DurableFile.syncDirectory(of: path)
+        }
+        let ledger = SeqLedger(path: path, fd: fd, generation: newest?.0 ?? 0)
+        return (ledger, newest?.1, newest == nil && bytes[0..<max(0, n)].contains { $0 != 0 })
+    }
+
+    /// Writes `entry` into the older slot and waits until it is on disk.
+    public func write(_ entry: Entry) throws(UplinkError) {
+        let next = generation &+ 1
+        let slot = SeqLedger.encode(generation: next, entry)
+        let offset = off_t(Int(next % 2) * SeqLedger.slotSize)
+        let n = slot.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, offset) }
+        guard n == slot.count else {
+            let code = n < 0 ? errno : EIO
+            throw UplinkError(.outbox, "cannot write sequence ledger \(path): \(DurableFile.describe(code))", code: code)
+        }
+        guard fdatasync(fd) == 0 else {
+            throw UplinkError(.outbox, "cannot sync sequence ledger \(path): \(DurableFile.errnoText())", code: errno)
+        }
+        generation = next
+    }
+
+    static func encode(generation: UInt64, _ e: Entry) -> [UInt8] {
+        var body = magic
+        for value in [generation, e.boot, e.reserved, e.settled, e.clean ? 1 : 0] {
+            withUnsafeBytes(of: value.littleEndian) { body += $0 }
+        }
+        withUnsafeBytes(of: CRC32.checksum(body).littleEndian) { body += $0 }
+        return body + [UInt8](repeating: 0, count: slotSize - body.count)
+    }
+
+    static func decode(_ slot: [UInt8]) -> (UInt64, Entry)? {
+        let bodySize = magic.count + 5 * 8
+        guard slot.count >= bodySize + 4, Array(slot[0..<magic.count]) == magic else { return nil }
+        func u64(_ i: Int) -> UInt64 { (0..<8).reduce(0) { $0 | UInt64(slot[magic.count + 8 * i + $1]) << (8 * $1) } }
+        let crc = (0..<4).reduce(UInt32(0)) { $0 | UInt32(slot[bodySize + $1]) << (8 * $1) }
+        guard CRC32.checksum(slot[0..<bodySize]) == crc else { return nil }
+        return (u64(0), Entry(boot: u64(1), reserved: u64(2), settled: u64(3), clean: u64(4) == 1))
+    }
+}
