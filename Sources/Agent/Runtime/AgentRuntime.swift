@@ -33,13 +33,14 @@ actor AgentRuntime {
     private var clockSynced = false
     private var housekeeping: Task<Void, Never>?
 
-    init(config: AgentConfig, source: LineSource, clock: AgentClock, credentials: Credentials?, options: Options) {
+    init(config: AgentConfig, source: LineSource, clock: AgentClock, credentials: Credentials?,
+         options: Options) throws(DeviceState.Exhausted) {
         self.config = config
         self.options = options
         self.clock = clock
         self.source = source
         garage = Garage(config: config)
-        stamper = EventStamper(state: DeviceState(directory: config.outbox.path), clock: clock,
+        stamper = EventStamper(state: try DeviceState(directory: config.outbox.path), clock: clock,
                                kernelBoot: EventStamper.readKernelBoot())
         topics = Topics(site: config.site, device: config.device)
         (inputs, continuation) = AsyncStream.makeStream(of: AgentInput.self)
@@ -62,12 +63,12 @@ actor AgentRuntime {
             outbox = durable
             for problem in problems { Log.warn("outbox repaired at start", ["problem": problem]) }
             startProblems = problems.filter { $0.contains("damaged") }
-            stamper.state.atLeast(seq: durable.pending.map(\.event.seq).max() ?? 0)
         } catch {
             Log.error("outbox unusable, events kept in memory only", ["dir": config.outbox.path, "error": error])
             outbox = MemoryOutbox(capacity: config.outbox.capacity)
             startProblems = [error.message]
         }
+        try stamper.state.atLeast(seq: outbox.pending.map(\.event.seq).max() ?? 0, from: config.outbox.path + "/outbox.log")
         session = UplinkSession(link: link, topics: topics, outbox: outbox, birth: birth)
     }
 
