@@ -2,17 +2,20 @@ import CYAML
 import ParkWiseCore
 
 /// Parses YAML text into the core's `ConfigNode` tree with libyaml's event parser, keeping each
-/// node's line and column. One owner for the `yaml_parser_t`.
+/// node's line and column. One owner for the `yaml_parser_t` and the input it reads from.
 final class YAMLParser {
     private var parser = yaml_parser_t()
-    private let bytes: [UInt8]
+    /// The text, at an address that stays put while libyaml reads it.
+    private let input: UnsafeMutableBufferPointer<UInt8>
 
     private init(bytes: [UInt8]) {
-        self.bytes = bytes
+        input = .allocate(capacity: max(bytes.count, 1))
+        _ = input.initialize(from: bytes)
     }
 
     deinit {
         yaml_parser_delete(&parser)
+        input.deallocate()
     }
 
     static func parse(_ bytes: [UInt8], file: String) throws(ConfigIssues) -> ConfigNode {
@@ -20,18 +23,16 @@ final class YAMLParser {
         guard yaml_parser_initialize(&p.parser) == 1 else {
             throw ConfigIssues([ConfigIssue(file: file, mark: Mark(line: 1, column: 1), message: "out of memory reading YAML")])
         }
-        return try p.bytes.withUnsafeBufferPointer { (buffer) throws(ConfigIssues) -> ConfigNode in
-            yaml_parser_set_input_string(&p.parser, buffer.baseAddress, buffer.count)
-            var builder = TreeBuilder(file: file)
-            while true {
-                var event = yaml_event_t()
-                guard yaml_parser_parse(&p.parser, &event) == 1 else { throw p.syntaxError(file: file) }
-                defer { yaml_event_delete(&event) }
-                if event.type == YAML_STREAM_END_EVENT { break }
-                try builder.take(&event)
-            }
-            return builder.root ?? ConfigNode(.mapping([]), at: Mark(line: 1, column: 1))
+        yaml_parser_set_input_string(&p.parser, p.input.baseAddress, bytes.count)
+        var builder = TreeBuilder(file: file)
+        while true {
+            var event = yaml_event_t()
+            guard yaml_parser_parse(&p.parser, &event) == 1 else { throw p.syntaxError(file: file) }
+            defer { yaml_event_delete(&event) }
+            if event.type == YAML_STREAM_END_EVENT { break }
+            try builder.take(&event)
         }
+        return builder.root ?? ConfigNode(.mapping([]), at: Mark(line: 1, column: 1))
     }
 
     private func syntaxError(file: String) -> ConfigIssues {
@@ -48,8 +49,12 @@ final class YAMLParser {
     }
 }
 
-/// Assembles nodes from parser events; anchors and aliases are refused (a config should say things once).
+/// Assembles nodes from parser events; anchors and aliases are refused (a config should say things once),
+/// and so are tags (`!secret`) and nesting deeper than any config needs.
 private struct TreeBuilder {
+    /// A config nests five levels at most; a file nested deeper is not a config (and would exhaust the stack).
+    static let maxDepth = 32
+
     enum Open {
         case sequence(Mark, [ConfigNode])
         case mapping(Mark, [(key: ConfigNode, value: ConfigNode)], pendingKey: ConfigNode?)
@@ -66,12 +71,15 @@ private struct TreeBuilder {
         switch event.type {
         case YAML_SCALAR_EVENT:
             let s = event.data.scalar
+            try refuse(tag: s.tag, at: mark)
             let text = String(decoding: UnsafeBufferPointer(start: s.value, count: s.length), as: UTF8.self)
             try add(ConfigNode(.scalar(text, plain: s.style == YAML_PLAIN_SCALAR_STYLE), at: mark))
         case YAML_SEQUENCE_START_EVENT:
-            stack.append(.sequence(mark, []))
+            try refuse(tag: event.data.sequence_start.tag, at: mark)
+            try open(.sequence(mark, []), at: mark)
         case YAML_MAPPING_START_EVENT:
-            stack.append(.mapping(mark, [], pendingKey: nil))
+            try refuse(tag: event.data.mapping_start.tag, at: mark)
+            try open(.mapping(mark, [], pendingKey: nil), at: mark)
         case YAML_SEQUENCE_END_EVENT, YAML_MAPPING_END_EVENT:
             switch stack.removeLast() {
             case .sequence(let m, let items): try add(ConfigNode(.sequence(items), at: m))
@@ -88,6 +96,25 @@ private struct TreeBuilder {
         default:
             break
         }
+    }
+
+    private mutating func open(_ collection: Open, at mark: Mark) throws(ConfigIssues) {
+        guard stack.count < Self.maxDepth else {
+            throw ConfigIssues([ConfigIssue(file: file, mark: mark, message: "YAML nested more than \(Self.maxDepth) levels deep",
+                                            hint: "a config nests a few levels at most; check the brackets and indentation")])
+        }
+        stack.append(collection)
+    }
+
+    /// `!secret name`, `!include file`: a tag would silently change nothing, so the value would be the tag's argument.
+    private func refuse(tag: UnsafeMutablePointer<yaml_char_t>?, at mark: Mark) throws(ConfigIssues) {
+        guard let tag else { return }
+        let name = String(cString: tag)
+        guard !name.hasPrefix("tag:yaml.org,2002:") else { return }   // !!str, !!int: plain YAML types
+        throw ConfigIssues([ConfigIssue(file: file, mark: mark, message: "YAML tag '\(name)' is not supported",
+                                        hint: name == "!secret"
+                                            ? "write the value itself; keep MQTT secrets in the file mqtt.credentials names"
+                                            : "remove the tag and write the value itself")])
     }
 
     private mutating func add(_ node: ConfigNode) throws(ConfigIssues) {

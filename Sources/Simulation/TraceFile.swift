@@ -10,6 +10,8 @@ import ParkWiseCore
 /// config (`GPIO17`, `pin 11`, `chip:line`); `value` 1 means the sensor reports presence.
 public enum TraceFile {
     public static let version = 1
+    /// The longest trace: a year of line changes. Later offsets are a typo (and would overflow the clock).
+    public static let longestMilliseconds: Int64 = DurationText.longest.milliseconds
 
     public struct Problem: Error, Sendable, CustomStringConvertible {
         public var line: Int
@@ -42,6 +44,9 @@ public enum TraceFile {
             }
             guard let t = record.t_ms, let name = record.input, let value = record.value else {
                 throw Problem(line: lineNumber, message: "needs t_ms, input and value")
+            }
+            guard t <= longestMilliseconds else {
+                throw Problem(line: lineNumber, message: "t_ms \(t) is more than a year (\(longestMilliseconds) ms) after the start")
             }
             guard t >= last else { throw Problem(line: lineNumber, message: "t_ms \(t) goes back in time (previous \(last))") }
             guard value == 0 || value == 1 else { throw Problem(line: lineNumber, message: "value must be 0 or 1") }

@@ -171,6 +171,23 @@ import Testing
     }
 }
 
+extension MonitorTests {
+    /// Values from the network are not trusted: an absurd stay is shown as unknown, not a crash.
+    @Test func anAbsurdStayFromTheNetworkIsShownAsUnknown() throws {
+        let broker = try Broker()
+        let monitor = try Child(agentBinary, ["monitor", "--broker", broker.url, "--count", "3"])
+        #expect(eventually(5) { monitor.stdout.contains("monitor: connected") })
+        for (seq, stay) in [(1, "1e300"), (2, "-5"), (3, "2520")] {
+            try publish(broker, "parkwise/v1/s/d/events", "{\"id\": \"x\", \"seq\": \(seq), \"boot\": 1, \"type\": \"spot.checkout\", "
+                        + "\"at\": \"2026-01-01T00:00:00.000Z\", \"clock\": \"synced\", \"spot\": \"P1-A-01\", \"stay_s\": \(stay)}")
+        }
+        #expect(monitor.wait(10) == 0, "\(monitor.stdout)\(monitor.stderr)")
+        #expect(monitor.stdout.contains("#1  spot.checkout   P1-A-01 stayed ?"))
+        #expect(monitor.stdout.contains("#2  spot.checkout   P1-A-01 stayed ?"))
+        #expect(monitor.stdout.contains("#3  spot.checkout   P1-A-01 stayed 42m"))
+    }
+}
+
 @Suite struct DiagnoseTests {
     /// A technician's view: raw changes and events live, a summary on Ctrl-C, and a recording that
     /// is the same trace again (so it replays the same at a desk).

@@ -44,6 +44,7 @@ enum DiagnoseCommand {
         let initial = source.initialLevels(count: garage.inputCount)
         garage.start(initial: initial, at: start)
         var changes = Array(repeating: 0, count: inputs.count)
+        var recording = TraceRecording(start: start)
         say("diagnosing \(inputs.count) inputs of \(config.site)/\(config.device); Ctrl-C for the summary")
         for (i, input) in inputs.enumerated() {
             say("  \(padded(input.ref.description, 14)) \(initial[i] ? 1 : 0)  \(input.owner)")
@@ -69,7 +70,7 @@ enum DiagnoseCommand {
             case .lines(let batch):
                 for change in batch {
                     changes[change.input] += 1
-                    let line = TimedChange(offset: change.at - start, input: change.input, active: change.active)
+                    let line = recording.record(change)
                     say("\(seconds(line.offset))  \(padded(inputs[change.input].ref.description, 14)) "
                         + "\(change.active ? 1 : 0)  \(inputs[change.input].owner)")
                     if let recorder { fputs(TraceFile.line(line, inputs: inputs) + "\n", recorder); fflush(recorder) }

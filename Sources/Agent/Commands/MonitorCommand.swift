@@ -65,7 +65,7 @@ struct MonitorView {
             let time = e.at.count >= 23 ? String(e.at.dropFirst(11).prefix(12)) : e.at
             var what = [e.spot, e.lane, e.subject].compactMap { $0 }.joined(separator: " ")
             if let from = e.from, let to = e.to { what += " \(from) -> \(to)" }
-            if let stay = e.staySeconds { what += " stayed \(Int(stay / 60))m" }
+            if let stay = e.staySeconds { what += " stayed \(minutes(stay))" }
             if let reason = e.reason { what += " (\(reason))" }
             return "\(time)  #\(e.seq)\(e.replayed == true ? " replayed" : "")  \(padded(e.type, 15)) \(what)"
         case "state" where rest.count == 3 && rest[1] == "level":
@@ -81,5 +81,11 @@ struct MonitorView {
         default:
             return nil
         }
+    }
+
+    /// `42m` for a stay in seconds from the network; `?` for one no garage sees (negative, absurd).
+    func minutes(_ seconds: Double) -> String {
+        guard seconds >= 0, seconds < 100 * 365 * 86_400 else { return "?" }
+        return "\(Int(seconds / 60))m"
     }
 }

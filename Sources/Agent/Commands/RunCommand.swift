@@ -59,8 +59,15 @@ enum RunCommand {
         defer { withExtendedLifetime(lock) {} }
         // A file-size limit (or a full quota) must fail the write, not kill the agent.
         signal(SIGXFSZ, SIG_IGN)
-        let runtime = AgentRuntime(config: config, source: source, clock: clock, credentials: credentials,
-                                   options: .init(configHash: ConfigFile.hash(path: path)))
+        let runtime: AgentRuntime
+        do {
+            runtime = try AgentRuntime(config: config, source: source, clock: clock, credentials: credentials,
+                                       options: .init(configHash: ConfigFile.hash(path: path)))
+        } catch {
+            // Restarting cannot heal a count at its end: exit as for a config error, which systemd does not restart.
+            printError("error: \(error)")
+            return ExitCode.config
+        }
         let signals = SignalHandlers(stop: runtime.stopper)
         let code = await runtime.run()
         signals.cancel()

@@ -33,13 +33,14 @@ actor AgentRuntime {
     private var clockSynced = false
     private var housekeeping: Task<Void, Never>?
 
-    init(config: AgentConfig, source: LineSource, clock: AgentClock, credentials: Credentials?, options: Options) {
+    init(config: AgentConfig, source: LineSource, clock: AgentClock, credentials: Credentials?,
+         options: Options) throws(DeviceState.Exhausted) {
         self.config = config
         self.options = options
         self.clock = clock
         self.source = source
         garage = Garage(config: config)
-        stamper = EventStamper(state: DeviceState(directory: config.outbox.path), clock: clock,
+        stamper = EventStamper(state: try DeviceState(directory: config.outbox.path), clock: clock,
                                kernelBoot: EventStamper.readKernelBoot())
         topics = Topics(site: config.site, device: config.device)
         (inputs, continuation) = AsyncStream.makeStream(of: AgentInput.self)
@@ -57,6 +58,7 @@ actor AgentRuntime {
         let birth = StatusPayload(state: "online", version: AgentVersion.current, configHash: options.configHash,
                                   boot: stamper.state.boot, since: stamper.wallTime(clock.now()))
         let outbox: any Outbox
+        var outboxHighest: UInt64 = 0
         do {
             let (durable, problems) = try DurableOutbox.open(directory: config.outbox.path, capacity: config.outbox.capacity)
             outbox = durable
@@ -70,12 +72,13 @@ actor AgentRuntime {
                          ["first_seq": range.lowerBound, "last_seq": range.upperBound])
                 stamper.state.addDrops(range)
             }
-            stamper.state.atLeast(seq: durable.highestSeq)
+            outboxHighest = durable.highestSeq
         } catch {
             Log.error("outbox unusable, events kept in memory only", ["dir": config.outbox.path, "error": error])
             outbox = MemoryOutbox(capacity: config.outbox.capacity)
             startProblems = [error.message]
         }
+        try stamper.state.atLeast(seq: outboxHighest, from: config.outbox.path + "/outbox.log")
         session = UplinkSession(link: link, topics: topics, outbox: outbox, birth: birth)
     }
 

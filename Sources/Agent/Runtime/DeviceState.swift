@@ -48,8 +48,17 @@ struct DeviceState {
         }
     }
 
+    /// The highest `boot` or `seq` a state file or an outbox may hold: 2^53, the largest whole number
+    /// every JSON reader keeps exact. A higher one was damaged or forged, and counting on from it would wrap.
+    static let highestCount: UInt64 = 1 << 53
+
+    /// A count read from disk that the agent cannot go on from (a start would crash or reuse numbers).
+    struct Exhausted: Error, CustomStringConvertible {
+        var description: String
+    }
+
     /// Loads the state and counts this start. Without a usable directory it keeps it in memory.
-    init(directory: String) {
+    init(directory: String) throws(Exhausted) {
         if let problem = DurableFile.makeDirectory(directory) {
             Log.error("state directory unusable, sequence numbers restart at 1", ["dir": directory, "error": problem])
             path = nil
@@ -57,6 +66,8 @@ struct DeviceState {
             path = directory + "/device-state.json"
         }
         if let path, let stored = DeviceState.load(path) {
+            try Self.check(stored.boot, "boot", in: path)
+            try Self.check(stored.seq, "seq", in: path)
             boot = stored.boot
             seq = stored.seq
             laneCounts = stored.laneCounts ?? [:]
@@ -75,6 +86,10 @@ struct DeviceState {
         } catch {
             Log.error("sequence ledger unusable, sequence numbers kept in device-state.json only", ["error": error.message])
             ledger = nil
+        }
+        if let previousRun, let ledger {
+            try Self.check(previousRun.boot, "boot", in: ledger.path)
+            try Self.check(previousRun.reserved, "seq", in: ledger.path)
         }
         boot = max(boot, previousRun?.boot ?? 0) + 1
         seq = max(seq, previousRun?.reserved ?? 0)
@@ -121,8 +136,16 @@ struct DeviceState {
     }
 
     /// Never below what an outbox on disk already holds.
-    mutating func atLeast(seq floor: UInt64) {
+    mutating func atLeast(seq floor: UInt64, from outbox: String) throws(Exhausted) {
+        try Self.check(floor, "seq", in: outbox)
         seq = max(seq, floor)
+    }
+
+    private static func check(_ count: UInt64, _ name: String, in path: String) throws(Exhausted) {
+        guard count >= highestCount else { return }
+        throw Exhausted(description: "\(path) holds \(name) \(count), beyond 2^53: the file is damaged or forged, "
+                        + "and counting on from it would wrap\n    hint: the backend orders this device's events by "
+                        + "boot and seq; once it has every event, move the state directory aside (counts restart at 1)")
     }
 
     mutating func setLaneCounts(_ counts: [String: Int]) {

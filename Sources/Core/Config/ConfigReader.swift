@@ -4,7 +4,7 @@ public struct ConfigReader {
     public let file: String
     private(set) var issues: [ConfigIssue] = []
     /// Every input read, even of lanes and spots rejected for other reasons, to find lines used twice.
-    private var inputsSeen: [InputConfig] = []
+    private(set) var inputsSeen: [InputConfig] = []
 
     public init(file: String) { self.file = file }
 
@@ -37,14 +37,15 @@ public struct ConfigReader {
         let outbox = readOutbox(top["outbox"])
         let board = readBoard(top["board"])
         let pattern = top["spot_id_pattern"].flatMap { readPattern($0) }
-        let levels = readLevels(top.required("levels", &self))
-        let levelIDs = Set(levels.map(\.id))
+        // Every level named, even one rejected for its capacity: what sits on it is not on an unknown level.
+        let (levels, levelIDs) = readLevels(top.required("levels", &self))
         var lanes = list(top["lanes"], what: "lanes").compactMap { readLane($0, levelIDs: levelIDs) }
         var spots = list(top["spots"], what: "spots").compactMap { readSpot($0, levelIDs: levelIDs, pattern: pattern) }
         lanes = unique(lanes, id: \.id, mark: \.mark, what: "lane")
         spots = unique(spots, id: \.id, mark: \.mark, what: "spot")
         checkCapacities(levels: levels, spots: spots)
         checkInputsUsedOnce()
+        checkBoardLines(board: board)
         if lanes.isEmpty && spots.isEmpty && top["lanes"] == nil && top["spots"] == nil {
             report(root.mark, "nothing to watch: the config has no lanes and no spots",
                    hint: "add a `lanes:` list (gate loops) or a `spots:` list (presence sensors)")
@@ -110,10 +111,9 @@ public struct ConfigReader {
         var settings = OutboxSettings(path: ConfigDefaults.outboxPath, capacity: ConfigDefaults.outboxCapacity)
         guard let node, let map = mapping(node, keys: ["path", "capacity"], in: "outbox") else { return settings }
         if let p = map["path"], let path = string(p, what: "a directory path") { settings.path = path }
-        if let c = map["capacity"], let capacity = int(c, what: "outbox.capacity") {
-            if (1...100_000).contains(capacity) { settings.capacity = capacity } else {
-                report(c.mark, "outbox.capacity must be between 1 and 100000", hint: "200 holds hours of a busy level")
-            }
+        if let c = map["capacity"],
+           let capacity = int(c, what: "outbox.capacity", in: 1...100_000, hint: "200 holds hours of a busy level") {
+            settings.capacity = capacity
         }
         return settings
     }
@@ -145,24 +145,24 @@ public struct ConfigReader {
 
     // MARK: - Levels, lanes, spots
 
-    private mutating func readLevels(_ node: ConfigNode?) -> [LevelConfig] {
-        guard let node else { return [] }
+    private mutating func readLevels(_ node: ConfigNode?) -> (levels: [LevelConfig], named: Set<String>) {
+        guard let node else { return ([], []) }
         let items = list(node, what: "levels")
         if items.isEmpty { report(node.mark, "levels is empty", hint: "list each level, e.g. - { id: P1, capacity: 60 }") }
+        var named: Set<String> = []
         let levels: [LevelConfig] = items.compactMap { item in
             guard let map = mapping(item, keys: ["id", "capacity", "name"], in: "a level") else { return nil }
+            if let text = map["id"]?.text { named.insert(text) }
             let id = topicName(map.required("id", &self), what: "level id")
-            let capacity = map.required("capacity", &self).flatMap { c -> Int? in
-                guard let n = int(c, what: "capacity") else { return nil }
-                if n < 1 { report(c.mark, "capacity must be at least 1", hint: "the number of parking spaces on the level") }
-                return n
+            let capacity = map.required("capacity", &self).flatMap {
+                int($0, what: "capacity", in: 1...100_000, hint: "the number of parking spaces on the level")
             }
             if let n = map["name"] { _ = string(n, what: "a display name") }
             guard let id, let capacity else { return nil }
             if id == "outside" { report(item.mark, "'outside' is reserved for the area outside the garage", hint: "name levels like P1, P2") }
             return LevelConfig(id: id, capacity: capacity, mark: item.mark)
         }
-        return unique(levels, id: \.id, mark: \.mark, what: "level")
+        return (unique(levels, id: \.id, mark: \.mark, what: "level"), named)
     }
 
     private mutating func readLane(_ node: ConfigNode, levelIDs: Set<String>) -> LaneConfig? {
@@ -175,22 +175,24 @@ public struct ConfigReader {
             report(t.mark, "lane goes from '\(from)' to itself", hint: "a lane connects two different areas (outside or levels)")
         }
         let owner = "lane \(id ?? "?")"
-        let minPresence = map["min_presence"].flatMap { duration($0, key: "min_presence") } ?? ConfigDefaults.minPresence
-        let maxPresence = map["max_presence"].flatMap { duration($0, key: "max_presence") } ?? ConfigDefaults.maxPresence
-        if let m = map["max_presence"], maxPresence <= minPresence {
-            report(m.mark, "max_presence must be longer than min_presence (\(DurationText.format(minPresence)))",
-                   hint: "max_presence is how long a loop may stay occupied before it counts as stuck, e.g. 2m")
+        // nil: written but not a duration (reported), so not compared either.
+        let minPresence = map["min_presence"].map { duration($0, key: "min_presence") } ?? ConfigDefaults.minPresence
+        let maxPresence = map["max_presence"].map { duration($0, key: "max_presence") } ?? ConfigDefaults.maxPresence
+        if let minPresence, let maxPresence, let m = map["max_presence"] ?? map["min_presence"], maxPresence <= minPresence {
+            report(m.mark, "max_presence (\(DurationText.format(maxPresence))) must be longer than min_presence (\(DurationText.format(minPresence)))",
+                   hint: "min_presence is the shortest stay that is a car, e.g. 400ms; max_presence how long a loop may stay occupied before it counts as stuck, e.g. 2m")
         }
         let shared = inputSettings(map, base: InputSettings(
             delayedOn: ConfigDefaults.loopDelayedOn, delayedOff: ConfigDefaults.loopDelayedOff, settle: nil,
-            activeLow: false, bias: .asIs, stuckAfter: maxPresence, chatterLimit: ConfigDefaults.loopChatterLimit,
+            activeLow: false, bias: .asIs, stuckAfter: maxPresence ?? ConfigDefaults.maxPresence,
+            chatterLimit: ConfigDefaults.loopChatterLimit,
             recoverAfter: ConfigDefaults.recoverAfter))
         var loopA: InputConfig?, loopB: InputConfig?
         if let loops = map.required("loops", &self), let lm = mapping(loops, keys: ["a", "b"], in: "loops") {
             loopA = lm.required("a", &self).flatMap { loopInput($0, shared: shared, owner: "\(owner) loop a") }
             loopB = lm.required("b", &self).flatMap { loopInput($0, shared: shared, owner: "\(owner) loop b") }
         }
-        guard let id, let from, let to, let loopA, let loopB else { return nil }
+        guard let id, let from, let to, let loopA, let loopB, let minPresence, let maxPresence else { return nil }
         return LaneConfig(id: id, from: from, to: to, loopA: loopA, loopB: loopB,
                           minPresence: minPresence, maxPresence: maxPresence, mark: node.mark)
     }
@@ -272,11 +274,9 @@ public struct ConfigReader {
                 report(n.mark, "unknown bias '\(text)'", hint: "use one of: \(Bias.allCases.map(\.rawValue).joined(separator: ", "))")
             }
         }
-        if let n = map["chatter_limit"], let limit = int(n, what: "chatter_limit") {
-            if (2...10_000).contains(limit) { s.chatterLimit = limit } else {
-                report(n.mark, "chatter_limit must be between 2 and 10000 changes a minute",
-                       hint: "the most changes a minute that real traffic makes on this input, with room to spare")
-            }
+        if let n = map["chatter_limit"], let limit = int(n, what: "chatter_limit", in: 2...10_000,
+                                                          hint: "changes a minute: the most that real traffic makes on this input, with room to spare") {
+            s.chatterLimit = limit
         }
         if let n = map["recover_after"], let d = duration(n, key: "recover_after") { s.recoverAfter = d }
         return s
@@ -326,7 +326,8 @@ public struct ConfigReader {
 
     private mutating func area(_ node: ConfigNode, levelIDs: Set<String>) -> String? {
         guard let name = string(node, what: "an area") else { return nil }
-        if name == "outside" || levelIDs.contains(name) { return name }
+        // Without any level read, the missing levels were reported already.
+        if name == "outside" || levelIDs.contains(name) || levelIDs.isEmpty { return name }
         report(node.mark, "lane points at unknown level '\(name)'", hint: levelHint(name, levelIDs + ["outside"]))
         return nil
     }
@@ -383,10 +384,15 @@ public struct ConfigReader {
         return text
     }
 
-    mutating func int(_ node: ConfigNode, what: String) -> Int? {
+    /// A whole number within `range`: every count is bounded, so nothing downstream overflows.
+    mutating func int(_ node: ConfigNode, what: String, in range: ClosedRange<Int>, hint: String) -> Int? {
         guard let text = string(node, what: "a whole number") else { return nil }
         guard let n = Int(text) else {
             report(node.mark, "\(what) must be a whole number, found '\(text)'")
+            return nil
+        }
+        guard range.contains(n) else {
+            report(node.mark, "\(what) must be between \(range.lowerBound) and \(range.upperBound)", hint: hint)
             return nil
         }
         return n
@@ -405,11 +411,15 @@ public struct ConfigReader {
 
     mutating func duration(_ node: ConfigNode, key: String) -> Duration? {
         guard let text = string(node, what: "a duration") else { return nil }
-        guard let d = DurationText.parse(text) else {
+        do {
+            return try DurationText.read(text)
+        } catch .tooLong {
+            report(node.mark, "\(key): '\(text)' is longer than \(DurationText.format(DurationText.longest)), the longest duration allowed",
+                   hint: "durations are seconds to days, e.g. 5s, 2m, 72h")
+        } catch {
             report(node.mark, "\(key): '\(text)' is not a duration", hint: "write a number and a unit: 250ms, 5s, 2m, 1h")
-            return nil
         }
-        return d
+        return nil
     }
 
     /// Ids become MQTT topic levels: letters, digits, '-', '_' and '.'.

@@ -1,16 +1,31 @@
 /// Durations as installers write them: `250ms`, `5s`, `2m`, `1h`, `3d`, `1.5s`, or `0`.
 public enum DurationText {
-    public static func parse(_ text: String) -> Duration? {
+    /// The longest duration a config may give: a year. Longer is a typo, and would overflow the
+    /// monotonic instants it is added to.
+    public static let longest: Duration = .seconds(365 * 86_400)
+
+    public enum Problem: Error, Sendable {
+        /// Not a number and a unit.
+        case notADuration
+        /// A duration, but longer than `longest`.
+        case tooLong
+    }
+
+    public static func parse(_ text: String) -> Duration? { try? read(text) }
+
+    public static func read(_ text: String) throws(Problem) -> Duration {
         let trimmed = text.trimmingSpaces
         if trimmed == "0" { return .zero }
         let units: [(String, Double)] = [("ms", 1e-3), ("s", 1), ("m", 60), ("h", 3600), ("d", 86400)]
         for (suffix, seconds) in units where trimmed.hasSuffix(suffix) {
             let number = trimmed.dropLast(suffix.count)
-            guard !number.isEmpty, number.allSatisfy({ $0.isNumber || $0 == "." }),
-                  let value = Double(number), value >= 0 else { return nil }
-            return .nanoseconds(Int64((value * seconds * 1e9).rounded()))
+            guard !number.isEmpty, number.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == ".") }),
+                  let value = Double(number), value >= 0 else { throw .notADuration }
+            let total = value * seconds
+            guard total <= Double(longest.components.seconds) else { throw .tooLong }
+            return .nanoseconds(Int64((total * 1e9).rounded()))
         }
-        return nil
+        throw .notADuration
     }
 
     /// The shortest exact spelling: `250ms`, `5s`, `2m`.

@@ -1,0 +1,63 @@
+import ConfigFile
+import ParkWiseCore
+import Testing
+
+/// Configs that read fine but would make the agent misbehave: check-config must refuse them.
+@Suite struct ConfigValidationTests {
+    @Test(arguments: [("min_presence: 3m", 7), ("min_presence: 2m", 7), ("max_presence: 400ms", 7),
+                      ("min_presence: 5s, max_presence: 1s", 7)])
+    func minPresenceMustBeShorterThanMaxPresence(setting: String, line: Int) {
+        let found = issues(minimal.replacingOccurrences(of: "loops: { a: GPIO17, b: GPIO27 }",
+                                                        with: "loops: { a: GPIO17, b: GPIO27 }, \(setting)"))
+        #expect(found.count == 1)
+        #expect(found.first?.message.contains("must be longer than min_presence") == true)
+        #expect(found.first?.mark.line == line)
+    }
+
+    @Test func aMinPresenceThatIsNotADurationIsOneIssue() {
+        let found = issues(minimal.replacingOccurrences(of: "loops: { a: GPIO17, b: GPIO27 }",
+                                                        with: "loops: { a: GPIO17, b: GPIO27 }, min_presence: soon"))
+        #expect(found.map(\.message) == ["min_presence: 'soon' is not a duration"])
+    }
+
+    @Test(arguments: ["GPIO41", "GPIO28", "GPIO63"])
+    func aGPIOTheNamedBoardDoesNotHaveIsAnIssue(gpio: String) {
+        let yaml = minimal.replacingOccurrences(of: "board: simulated", with: "board: raspberry-pi-4")
+            .replacingOccurrences(of: "input: GPIO22", with: "input: \(gpio)")
+        let found = issues(yaml)
+        #expect(found.map(\.message) == ["spot P2-A-01 uses \(gpio), which the raspberry-pi-4 does not bring out"])
+        #expect(found.first?.mark == Mark(line: 9, column: 27))
+    }
+
+    @Test func everyHeaderGPIOIsAcceptedOnANamedBoard() throws {
+        let config = try parse(minimal.replacingOccurrences(of: "board: simulated", with: "board: raspberry-pi-5")
+            .replacingOccurrences(of: "input: GPIO22", with: "input: GPIO26"))
+        #expect(config.spots[0].input.ref == .gpio(26))
+    }
+
+    @Test(arguments: [("GPIO2", "SDA"), ("pin 5", "SCL")])
+    func theI2CPinsOfTheConfigsOwnExpandersAreNotInputs(line: String, signal: String) {
+        let yaml = minimal.replacingOccurrences(of: "input: GPIO22", with: "input: \(line)")
+            + "\n  - { id: P2-A-02, input: \"1-0020:GPA0\" }\n"
+        let found = issues(yaml)
+        #expect(found.count == 1)
+        #expect(found.first?.message.hasPrefix("spot P2-A-01 uses GPIO\(line == "GPIO2" ? 2 : 3), which carries I2C bus 1 (\(signal))") == true)
+        #expect(found.first?.mark.line == 9)
+    }
+
+    @Test func theI2CPinsAreFreeWithoutAnExpanderOnBusOne() throws {
+        _ = try parse(minimal.replacingOccurrences(of: "input: GPIO22", with: "input: GPIO2")
+                      + "\n  - { id: P2-A-02, input: \"3-0020:GPA0\" }\n")
+    }
+
+    @Test(arguments: ["capacity: ten", "capacity: 0", "capacity: 100001"])
+    func aBadLevelIsOneIssueNotAlsoAnUnknownLevel(level: String) {
+        let found = issues(minimal.replacingOccurrences(of: "capacity: 48", with: level))
+        #expect(found.count == 1, "\(found.map(\.description))")
+    }
+
+    @Test func missingLevelsAreOneIssue() {
+        let found = issues(minimal.replacingOccurrences(of: "levels:\n  - { id: P2, capacity: 48 }\n", with: ""))
+        #expect(found.map(\.message) == ["missing required key 'levels'"])
+    }
+}
