@@ -20,18 +20,23 @@ final class YAMLParser {
         guard yaml_parser_initialize(&p.parser) == 1 else {
             throw ConfigIssues([ConfigIssue(file: file, mark: Mark(line: 1, column: 1), message: "out of memory reading YAML")])
         }
-        return try p.bytes.withUnsafeBufferPointer { (buffer) throws(ConfigIssues) -> ConfigNode in
-            yaml_parser_set_input_string(&p.parser, buffer.baseAddress, buffer.count)
-            var builder = TreeBuilder(file: file)
-            while true {
-                var event = yaml_event_t()
-                guard yaml_parser_parse(&p.parser, &event) == 1 else { throw p.syntaxError(file: file) }
-                defer { yaml_event_delete(&event) }
-                if event.type == YAML_STREAM_END_EVENT { break }
-                try builder.take(&event)
+        // The typed error travels in a Result: Swift 6.0's withUnsafeBufferPointer rethrows untyped
+        // (the arm64 cross build uses Debian's swiftlang 6.0.3).
+        let result = p.bytes.withUnsafeBufferPointer { buffer in
+            Result { () throws(ConfigIssues) -> ConfigNode in
+                yaml_parser_set_input_string(&p.parser, buffer.baseAddress, buffer.count)
+                var builder = TreeBuilder(file: file)
+                while true {
+                    var event = yaml_event_t()
+                    guard yaml_parser_parse(&p.parser, &event) == 1 else { throw p.syntaxError(file: file) }
+                    defer { yaml_event_delete(&event) }
+                    if event.type == YAML_STREAM_END_EVENT { break }
+                    try builder.take(&event)
+                }
+                return builder.root ?? ConfigNode(.mapping([]), at: Mark(line: 1, column: 1))
             }
-            return builder.root ?? ConfigNode(.mapping([]), at: Mark(line: 1, column: 1))
         }
+        return try result.get()
     }
 
     private func syntaxError(file: String) -> ConfigIssues {
