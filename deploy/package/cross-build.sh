@@ -70,13 +70,14 @@ apt_private() {
         -o Dir::Etc::sourcelist="$apt_dir/sources.list" -o Dir::Etc::sourceparts=- \
         -o APT::Architectures::=arm64 -o APT::Sandbox::User=root "$@"
 }
-# Downloads PACKAGE:arm64 into $apt_dir/debs unless already there; prints the .deb's path.
+# Downloads PACKAGE:arm64 (or an Architecture: all one, e.g. trixie's linux-libc-dev) into
+# $apt_dir/debs unless already there; prints the .deb's path.
 fetch() {
     local deb
-    deb=$(find "$apt_dir/debs" -maxdepth 1 -name "${1}_*_arm64.deb" -print -quit)
+    deb=$(find "$apt_dir/debs" -maxdepth 1 \( -name "${1}_*_arm64.deb" -o -name "${1}_*_all.deb" \) -print -quit)
     if [ -z "$deb" ]; then
-        (cd "$apt_dir/debs" && quiet apt_private download "$1:arm64")
-        deb=$(find "$apt_dir/debs" -maxdepth 1 -name "${1}_*_arm64.deb" -print -quit)
+        (cd "$apt_dir/debs" && { apt_private download "$1:arm64" >>"$log" 2>&1 || quiet apt_private download "$1:all"; })
+        deb=$(find "$apt_dir/debs" -maxdepth 1 \( -name "${1}_*_arm64.deb" -o -name "${1}_*_all.deb" \) -print -quit)
     fi
     [ -n "$deb" ] || { echo "cross-build: $1:arm64 was not downloaded" >&2; exit 1; }
     echo "$deb"
@@ -120,6 +121,8 @@ if [ "$(cat "$sysroot/.parkwise-ready" 2>/dev/null)" != "${packages[*]}" ]; then
             ln -s "usr/$d" "$sysroot/$d"
         fi
     done
+    # trixie's packages are already merged: the linker scripts still name /lib.
+    [ -e "$sysroot/lib" ] || ln -s usr/lib "$sysroot/lib"
     while IFS= read -r -d '' link; do
         target=$(readlink "$link")
         if [[ $target == /* ]]; then ln -snfr "$sysroot$target" "$link"; fi
