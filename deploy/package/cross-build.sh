@@ -245,7 +245,7 @@ pc=$CROSS_IN/sysroot-$suite
 quiet in_chroot sh -c "cd $CROSS_IN/src && exec env \
     PKG_CONFIG_PATH=$pc/usr/lib/aarch64-linux-gnu/pkgconfig:$pc/usr/share/pkgconfig PKG_CONFIG_SYSROOT_DIR=$pc \
     PARKWISE_LIBGPIOD=$(cross_libgpiod "$suite") \
-    swift build -c release --product parkwise-agent --static-swift-stdlib -Xlinker --strip-all \
+    swift build -c release --product parkwise-agent --static-swift-stdlib -Xlinker --strip-all -Xlinker -znow \
         --swift-sdks-path $CROSS_IN/sdk-$suite --swift-sdk parkwise-$suite-aarch64 \
         --scratch-path $CROSS_IN/build-$suite"
 timing "swift build -c release (6.0.3, aarch64)"
