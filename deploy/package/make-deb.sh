@@ -1,58 +1,115 @@
 #!/usr/bin/env bash
-# Builds parkwise-agent_<version>_<arch>.deb for the board: the release binary with the Swift
-# runtime linked in statically (no toolchain on the board), the systemd unit, an example config.
-# Build on the board's architecture (arm64 for a Pi 4/5 with a 64-bit OS).
-#   deploy/package/make-deb.sh [output-dir]
+# Builds parkwise-agent_<version>+deb<N>_<arch>.deb (deploy/package/README.md):
+#   deploy/package/make-deb.sh                    # this machine's architecture and Debian release
+#   deploy/package/make-deb.sh arm64 bookworm     # Raspberry Pi OS 12 (cross build, needs root)
+#   deploy/package/make-deb.sh arm64 trixie       # Raspberry Pi OS 13 (cross build, needs root)
+# PARKWISE_DEB_OUT=DIR puts the .deb there (default .build/deb). The binary has the Swift runtime
+# linked in statically: nothing of the toolchain is needed on the board.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-out=${1:-.build/deb}
+# shellcheck source=deploy/package/cross-env.sh
+source deploy/package/cross-env.sh
+out=${PARKWISE_DEB_OUT:-.build/deb}
+mkdir -p "$out" .build
+log=$PWD/.build/make-deb.log
+: >"$log"
+quiet() { "$@" >>"$log" 2>&1 || { cat "$log" >&2; echo "make-deb: failed: $*" >&2; exit 1; }; }
+install_missing() {
+    local missing=() p
+    for p in "$@"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep "ok installed" >/dev/null || missing+=("$p"); done
+    if ((${#missing[@]})); then
+        local sudo=""
+        [ "$(id -u)" -eq 0 ] || sudo="sudo"
+        quiet $sudo apt-get update -q
+        DEBIAN_FRONTEND=noninteractive quiet $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+    fi
+}
 
-bash deploy/dev/setup.sh
-swift build -c release --static-swift-stdlib --product parkwise-agent 2>&1 | tail -n 1
-version=$(.build/release/parkwise-agent version | awk '{print $2}')
-arch=$(dpkg --print-architecture)
+arch=${1:-$(dpkg --print-architecture)}
+if [ "$arch" = "$(dpkg --print-architecture)" ]; then
+    suite=${2:-$(. /etc/os-release && echo "$VERSION_CODENAME")}
+    bash deploy/dev/setup.sh
+    install_missing binutils python3
+    quiet swift build -c release --static-swift-stdlib -Xlinker -znow --product parkwise-agent
+    binary=.build/release/parkwise-agent
+    agent=("$binary")
+    # The host's own packages' symbols/shlibs files.
+    control_files=(/var/lib/dpkg/info/*.symbols /var/lib/dpkg/info/*.shlibs)
+elif [ "$arch" = arm64 ]; then
+    suite=${2:-}
+    cross_check_suite "$suite"
+    install_missing qemu-user-static binutils python3
+    binary=$(bash deploy/package/cross-build.sh "$suite")
+    sysroot=$(cross_sysroot "$suite")
+    agent=(qemu-aarch64-static -L "$sysroot" "$binary")
+    control_files=("$sysroot"/.control/*/symbols "$sysroot"/.control/*/shlibs)
+else
+    echo "usage: $0 [arm64 bookworm|trixie]" >&2
+    exit 64
+fi
+cross_check_suite "$suite"
+release=$(cross_debian_release "$suite")
+# bookworm keeps systemd and udev files in /lib, trixie (merged /usr) in /usr/lib.
+libdir=lib
+[ "$suite" = bookworm ] || libdir=usr/lib
+
+upstream=$("${agent[@]}" version | awk '{print $2}')
+version=$upstream+deb$release
+changelog=deploy/package/changelog
+top=$(sed -n '1s/^parkwise-agent (\([^)]*\)).*/\1/p' "$changelog")
+[ "$top" = "$upstream" ] || {
+    echo "make-deb: the agent is $upstream but $changelog starts with $top: add an entry" >&2
+    exit 1
+}
+maintainer=$(sed -n 's/^ -- \(.*>\)  .*/\1/p;T;q' "$changelog")
+export SOURCE_DATE_EPOCH
+SOURCE_DATE_EPOCH=$(date -d "$(sed -n 's/^ -- .*>  //p;T;q' "$changelog")" +%s)
+
 root=$(mktemp -d /tmp/parkwise-deb.XXXXXX)
 trap 'rm -rf "$root"' EXIT
 chmod 0755 "$root"
-# The packages of the shared libraries the binary was linked against (libgpiod 1.6 or 2.x, ...).
-owner() { dpkg -S "$1" 2>/dev/null || dpkg -S "${1#/usr}" 2>/dev/null || true; }
-depends=$(for lib in $(ldd .build/release/parkwise-agent | awk '/=> \//{print $3}'); do owner "$(realpath "$lib")"; done \
-    | cut -d: -f1 | sort -u | paste -sd, | sed 's/,/, /g')
-
-install -D -m 0755 .build/release/parkwise-agent "$root/usr/bin/parkwise-agent"
-strip "$root/usr/bin/parkwise-agent"
-install -D -m 0644 deploy/systemd/parkwise-agent.service "$root/lib/systemd/system/parkwise-agent.service"
+doc=$root/usr/share/doc/parkwise-agent
+install -D -m 0755 "$binary" "$root/usr/bin/parkwise-agent"
+if [ "$arch" = "$(dpkg --print-architecture)" ]; then strip --remove-section=.comment --remove-section=.note "$root/usr/bin/parkwise-agent"; fi  # cross: --strip-all
+install -D -m 0644 deploy/systemd/parkwise-agent.service "$root/$libdir/systemd/system/parkwise-agent.service"
+install -D -m 0644 deploy/package/60-parkwise-agent-gpio.rules "$root/$libdir/udev/rules.d/60-parkwise-agent-gpio.rules"
 install -D -m 0640 hardware/examples/single-gate.yaml "$root/etc/parkwise-agent/agent.yaml"
-install -D -m 0644 README.md "$root/usr/share/doc/parkwise-agent/README.md"
-install -D -m 0644 hardware/TRACES.md "$root/usr/share/doc/parkwise-agent/TRACES.md"
-install -D -m 0644 deploy/backend/CONTRACT.md "$root/usr/share/doc/parkwise-agent/CONTRACT.md"
+install -D -m 0644 README.md "$doc/README.md"
+install -D -m 0644 hardware/TRACES.md "$doc/TRACES.md"
+install -D -m 0644 deploy/backend/CONTRACT.md "$doc/CONTRACT.md"
+install -D -m 0644 hardware/examples/campus.yaml "$doc/examples/campus.yaml"
+install -D -m 0644 hardware/examples/single-gate.yaml "$doc/examples/single-gate.yaml"
+sed "1s/^parkwise-agent ($upstream) [a-z]*;/parkwise-agent ($version) $suite;/" "$changelog" | gzip -9n >"$doc/changelog.gz"
+install -D -m 0644 deploy/package/copyright "$doc/copyright"
+[ ! -e deploy/package/lintian-overrides ] || install -D -m 0644 deploy/package/lintian-overrides "$root/usr/share/lintian/overrides/parkwise-agent"
+mkdir -p "$root/usr/share/man/man1"
+python3 deploy/package/help2man.py "$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%d)" -- "${agent[@]}" \
+    | gzip -9n >"$root/usr/share/man/man1/parkwise-agent.1.gz"
+chmod 0644 "$doc/changelog.gz" "$root/usr/share/man/man1/parkwise-agent.1.gz"
+
+depends="adduser, $(python3 deploy/package/shlibdeps.py "$binary" "${control_files[@]}")"
 mkdir -p "$root/DEBIAN"
-cat > "$root/DEBIAN/control" <<CONTROL
+(cd "$root" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | LC_ALL=C sort -z | xargs -0 md5sum) >"$root/DEBIAN/md5sums"
+cat >"$root/DEBIAN/control" <<CONTROL
 Package: parkwise-agent
 Version: $version
 Architecture: $arch
-Maintainer: ParkWise <parkwise@localhost>
+Maintainer: $maintainer
+Installed-Size: $(du -sk --exclude=DEBIAN "$root" | cut -f1)
 Depends: $depends
 Section: net
 Priority: optional
 Description: ParkWise gate & sensor agent
- Reads a parking garage's lane loops and spot presence sensors through libgpiod and publishes
- occupancy, passages, check-ins and faults over MQTT with a durable outbox.
+ Reads a parking garage's lane loops and spot presence sensors through
+ libgpiod and publishes occupancy, passages, check-ins and faults over MQTT
+ with a durable outbox. Built for Debian $release / Raspberry Pi OS $suite.
 CONTROL
-echo "/etc/parkwise-agent/agent.yaml" > "$root/DEBIAN/conffiles"
-cat > "$root/DEBIAN/postinst" <<'POSTINST'
-#!/bin/sh
-set -e
-if [ "$1" = configure ]; then
-    getent group gpio >/dev/null || addgroup --system gpio
-    getent passwd parkwise >/dev/null || adduser --system --group --home /var/lib/parkwise-agent --no-create-home parkwise
-    adduser parkwise gpio >/dev/null
-    chgrp parkwise /etc/parkwise-agent /etc/parkwise-agent/agent.yaml
-    chmod 0750 /etc/parkwise-agent
-    systemctl daemon-reload >/dev/null 2>&1 || true
-    echo "parkwise-agent: edit /etc/parkwise-agent/agent.yaml, check it with 'parkwise-agent check-config', then 'systemctl enable --now parkwise-agent'"
-fi
-POSTINST
-chmod 0755 "$root/DEBIAN/postinst"
-mkdir -p "$out"
-dpkg-deb --root-owner-group --build "$root" "$out/parkwise-agent_${version}_${arch}.deb"
+echo /etc/parkwise-agent/agent.yaml >"$root/DEBIAN/conffiles"
+for script in postinst prerm postrm; do
+    install -m 0755 "deploy/package/$script" "$root/DEBIAN/$script"
+done
+chmod 0644 "$root/DEBIAN/control" "$root/DEBIAN/conffiles" "$root/DEBIAN/md5sums"
+deb=$out/parkwise-agent_${version}_${arch}.deb
+quiet dpkg-deb --root-owner-group -Zxz --build "$root" "$deb"
+echo "make-deb: $deb ($(stat -c %s "$deb") bytes, binary $(stat -c %s "$root/usr/bin/parkwise-agent") bytes)" >&2
+echo "$deb"
