@@ -6,22 +6,20 @@ import Uplink
 /// events a second go through the whole outbox -> broker -> PUBACK path.
 func uplinkBench(port: Int, directory: String) async {
     let topics = Topics(site: "bench", device: "d1")
-    func entry(_ seq: UInt64) -> OutboxEntry {
-        var e = EventPayload(id: "00000000-0000-0000-0000-\(String(seq, radix: 16))", seq: seq, boot: 1,
-                             type: "spot.occupied", at: "2026-11-29T12:00:00.000Z", clock: "synced")
-        e.spot = "P2-A-\(seq % 48)"
-        e.level = "P2"
-        return OutboxEntry(event: e, atMonotonic: Int64(seq), arrivalMonotonic: nil, kernelBoot: "bench")
-    }
+    let entry = benchEntry
 
     // 1. Append cost.
-    guard var (appendOutbox, _) = try? DurableOutbox.open(directory: directory + "/append", capacity: 1000) else {
+    guard var (appendOutbox, _) = try? DurableOutbox.open(directory: directory + "/append", capacity: 2000) else {
         print("cannot open outbox in \(directory)")
         return
     }
-    let start = now()
-    for seq in 1...500 { _ = appendOutbox.append(entry(UInt64(seq))) }
-    print("outbox append with fsync: \(Int((now() - start) / 500 * 1e6)) µs per event")
+    for batch in [1, 10, 50] {
+        let start = now()
+        for first in stride(from: 0, to: 500, by: batch) {
+            _ = appendOutbox.append((first..<first + batch).map { entry(UInt64(10_000 * batch + $0)) }, sparing: [])
+        }
+        print("outbox append, \(batch) event(s) per sync: \(Int((now() - start) / 500 * 1e6)) µs per event")
+    }
 
     // 2. Drain of 200 buffered events, and 3. sustained QoS 1.
     guard let (outbox, _) = try? DurableOutbox.open(directory: directory + "/drain", capacity: 200) else { return }
@@ -30,7 +28,7 @@ func uplinkBench(port: Int, directory: String) async {
                                                clientID: "bench", keepaliveSeconds: 30, will: nil, subscriptions: []))
     { continuation.yield($0) }
     let session = UplinkSession(link: link, topics: topics, outbox: outbox, birth: StatusPayload(state: "online"))
-    for seq in 1...200 { session.accept(entry(UInt64(seq))) }
+    for seq in 1...200 { session.accept([entry(UInt64(seq))]) }
     link.start()
     var connectedAt = 0.0
     var next: UInt64 = 201
@@ -46,7 +44,7 @@ func uplinkBench(port: Int, directory: String) async {
         if sustainedStart > 0 {
             // Keep 50 events in flight, each written to the outbox with fsync before it is sent.
             while next < 201 + UInt64(sustained) && session.outboxCount < 50 {
-                session.accept(entry(next))
+                session.accept([entry(next)])
                 next += 1
             }
             if next == 201 + UInt64(sustained) && session.outboxCount == 0 {
@@ -58,4 +56,13 @@ func uplinkBench(port: Int, directory: String) async {
         }
     }
     link.stop()
+}
+
+/// A spot event with sequence number `seq`, as the agent stores it.
+func benchEntry(_ seq: UInt64) -> OutboxEntry {
+    var e = EventPayload(id: "00000000-0000-0000-0000-\(String(seq, radix: 16))", seq: seq, boot: 1,
+                         type: "spot.occupied", at: "2026-11-29T12:00:00.000Z", clock: "synced")
+    e.spot = "P2-A-\(seq % 48)"
+    e.level = "P2"
+    return OutboxEntry(event: e, atMonotonic: Int64(seq), arrivalMonotonic: nil, kernelBoot: "bench")
 }

@@ -3,6 +3,7 @@ import Glibc
 // Benchmarks that print figures (never assertions); deploy/dev/bench.sh runs them all.
 //   parkwise-bench core [changes] [generate-only]   core throughput
 //   parkwise-bench uplink <broker-port> <dir>        outbox append cost, drain of 200, sustained QoS 1
+//   parkwise-bench sustained <broker-port> <dir>     highest rate without drops, broker acking in 5-20 ms
 let arguments = Array(CommandLine.arguments.dropFirst())
 switch arguments.first {
 case "uplink":
@@ -11,6 +12,12 @@ case "uplink":
         exit(64)
     }
     await uplinkBench(port: port, directory: arguments[2])
+case "sustained":
+    guard arguments.count == 3, let port = Int(arguments[1]) else {
+        print("usage: parkwise-bench sustained <broker-port> <dir>")
+        exit(64)
+    }
+    await sustainedBench(port: port, directory: arguments[2])
 default:
     let rest = arguments.first == "core" ? Array(arguments.dropFirst()) : arguments
     coreBench(count: rest.first.flatMap { Int($0) } ?? 2_000_000, generateOnly: rest.dropFirst().first == "generate-only")

@@ -29,18 +29,21 @@ public final class UplinkSession {
     public var outboxCount: Int { outbox.count }
     public var oldestPendingSeq: UInt64? { outbox.pending.first?.event.seq }
 
-    /// Takes an event into the outbox, and sends it at once when the link is up.
-    /// Returns the events the full outbox gave up for it (the caller announces them).
+    /// Takes a batch of events into the outbox (one sync for all), and sends them at once when the
+    /// link is up. Returns the events the full outbox gave up for them (the caller announces them).
     @discardableResult
-    public func accept(_ entry: OutboxEntry) -> [OutboxEntry] {
+    public func accept(_ batch: [OutboxEntry]) -> [OutboxEntry] {
+        guard !batch.isEmpty else { return [] }
         let sent = Set(inFlight.values.compactMap { if case .event(let seq) = $0 { return seq } else { return nil } })
-        let (lost, failure) = outbox.append(entry, sparing: sent)
+        let (lost, failure) = outbox.append(batch, sparing: sent)
         note(failure)
         if !lost.isEmpty {
             Log.warn("outbox full, events dropped", ["count": lost.count, "seqs": lost.map { "\($0.event.seq)" }
                 .joined(separator: ",")])
         }
-        if connection != nil { send(entry.event, as: .event(entry.event.seq)) }
+        guard connection != nil else { return lost }
+        let lostSeqs = Set(lost.map(\.event.seq))
+        for entry in batch where !lostSeqs.contains(entry.event.seq) { send(entry.event, as: .event(entry.event.seq)) }
         return lost
     }
 

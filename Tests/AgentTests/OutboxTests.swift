@@ -131,6 +131,40 @@ func pendingOnDisk(_ path: String) -> (pending: [UInt64], records: Int) {
         #expect(OverflowPolicy.victim(in: facts) == 0, "nothing superseded: the oldest")
     }
 
+    /// Every stored event is in flight (sent, no PUBACK yet) when one more comes: whatever is given
+    /// up, the file holds exactly what the outbox holds, never more than the capacity, also after a
+    /// restart, and nothing the restart reads was declared dropped.
+    @Test func aFullOutboxWithEverythingInFlightNeverHoldsMoreThanItsCapacity() throws {
+        let dir = temporaryDirectory().path
+        var dropped: [UInt64] = []
+        do {
+            var (outbox, _) = try DurableOutbox.open(directory: dir, capacity: 3)
+            for seq in 1...3 { _ = outbox.append(entry(UInt64(seq))) }
+            let result = outbox.append([entry(4, spot: "P2-A-04")], sparing: [1, 2, 3])
+            dropped = result.dropped.map(\.event.seq)
+            #expect(dropped.count == 1)
+            #expect(pendingOnDisk(dir + "/outbox.log").pending == outbox.pending.map(\.event.seq))
+        }
+        let (reopened, problems) = try DurableOutbox.open(directory: dir, capacity: 3)
+        #expect(problems.isEmpty, "\(problems)")
+        #expect(reopened.pending.count == 3)
+        #expect(Set(reopened.pending.map(\.event.seq)).isDisjoint(with: dropped), "a declared drop came back")
+    }
+
+    /// A batch is stored with one write: the file gains its records at once, and events of the
+    /// batch given up at once leave no record at all.
+    @Test func aBatchIsStoredWholeAndItsOwnVictimsAreNotWritten() throws {
+        let dir = temporaryDirectory().path
+        var (outbox, _) = try DurableOutbox.open(directory: dir, capacity: 4)
+        let batch = (1...6).map { entry(UInt64($0), spot: "P2-A-0\($0)") }
+        let result = outbox.append(batch, sparing: [])
+        #expect(result.failure == nil)
+        #expect(result.dropped.map(\.event.seq) == [1, 2])
+        let onDisk = pendingOnDisk(dir + "/outbox.log")
+        #expect(onDisk.pending == [3, 4, 5, 6])
+        #expect(onDisk.records == 4, "the two given up at once were never written")
+    }
+
     @Test func compactionKeepsTheFileSmall() throws {
         let dir = temporaryDirectory().path
         var (outbox, _) = try DurableOutbox.open(directory: dir, capacity: 10)

@@ -38,6 +38,9 @@ sleep 0.5
 echo "== uplink on loopback"
 "$bin/parkwise-bench" uplink "$port" "$work/uplink" 2>/dev/null
 
+echo "== highest sustained rate without drops, broker acking in 5-20 ms (about 90 s)"
+"$bin/parkwise-bench" sustained "$port" "$work/sustained" 2>/dev/null
+
 echo "== RSS with 200 events buffered (broker unreachable, 500 events)"
 mkdir -p "$work/offline"
 { printf 'site: bench\ndevice: offline\nboard: simulated\nlevels: [ { id: P1, capacity: 20 } ]\nspots:\n'

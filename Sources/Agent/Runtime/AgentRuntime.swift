@@ -202,11 +202,8 @@ actor AgentRuntime {
         deviceEvents.removeAll()
         stamper.state.setLaneCounts(garage.laneCounts)
         stamper.state.save()
-        var lost: [UInt64] = []
-        for entry in entries {
-            Log.debug("event", ["type": entry.event.type, "seq": entry.event.seq])
-            lost += session.accept(entry).map(\.event.seq)
-        }
+        for entry in entries { Log.debug("event", ["type": entry.event.type, "seq": entry.event.seq]) }
+        let lost = session.accept(entries).map(\.event.seq)
         if !lost.isEmpty {
             stamper.state.addDrops(lost)
             stamper.state.save()

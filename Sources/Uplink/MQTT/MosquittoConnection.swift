@@ -57,6 +57,7 @@ final class MosquittoConnection: @unchecked Sendable {
         mosquitto_threaded_set(handle, true)
         _ = mosquitto_int_option(handle, MOSQ_OPT_PROTOCOL_VERSION,
                                  settings.protocolVersion == 5 ? MQTT_PROTOCOL_V5 : MQTT_PROTOCOL_V311)
+        _ = mosquitto_int_option(handle, MOSQ_OPT_SEND_MAXIMUM, settings.inFlightMaximum)
         mosquitto_connect_callback_set(handle, onConnect)
         mosquitto_disconnect_callback_set(handle, onDisconnect)
         mosquitto_publish_callback_set(handle, onPublish)

@@ -51,15 +51,17 @@ public struct DurableOutbox: Outbox {
     public var count: Int { entries.count }
     public var pending: [OutboxEntry] { entries }
 
-    public mutating func append(_ entry: OutboxEntry, sparing: Set<UInt64>) -> (dropped: [OutboxEntry], failure: UplinkError?) {
-        entries.append(entry)
-        var dropped: [OutboxEntry] = []
-        while entries.count > capacity {
-            dropped.append(entries.remove(at: OverflowPolicy.victim(in: entries, sparing: sparing)))
-        }
-        // The drops and the new event reach the disk together, with one sync.
-        let records = dropped.map { OutboxLog.Record(del: $0.event.seq) } + [OutboxLog.Record(add: entry)]
-        return (dropped, write { (log) throws(UplinkError) in try log.append(records, sync: true) } ?? settle(dead: 2 * dropped.count))
+    /// Group commit: the whole batch and the removals it forces reach the disk in one write with one
+    /// sync, so the file never holds more than `capacity` pending events, even for an instant. An
+    /// event of the batch that is given up at once is not written at all.
+    public mutating func append(_ batch: [OutboxEntry], sparing: Set<UInt64>) -> (dropped: [OutboxEntry], failure: UplinkError?) {
+        let dropped = OverflowPolicy.admit(batch, into: &entries, capacity: capacity, sparing: sparing)
+        let batchSeqs = Set(batch.map(\.event.seq)), droppedSeqs = Set(dropped.map(\.event.seq))
+        let removals = dropped.filter { !batchSeqs.contains($0.event.seq) }
+        let records = removals.map { OutboxLog.Record(del: $0.event.seq) }
+            + batch.filter { !droppedSeqs.contains($0.event.seq) }.map { OutboxLog.Record(add: $0) }
+        guard !records.isEmpty else { return (dropped, nil) }
+        return (dropped, write { (log) throws(UplinkError) in try log.append(records, sync: true) } ?? settle(dead: 2 * removals.count))
     }
 
     public mutating func remove(seq: UInt64) -> UplinkError? {

@@ -8,10 +8,11 @@ public protocol Outbox {
     var count: Int { get }
     /// Oldest first.
     var pending: [OutboxEntry] { get }
-    /// Stores the event before it counts as accepted. Returns the events dropped to make room (not
-    /// those in `sparing` unless nothing else is left), and what failed if it could not be stored
+    /// Stores a batch of events (oldest first) before they count as accepted: all at once, with one
+    /// sync. Returns the events dropped to make room (not those in `sparing` unless nothing else is
+    /// left; possibly some of the batch itself), and what failed if the batch could not be stored
     /// on disk (it is then kept in memory).
-    mutating func append(_ entry: OutboxEntry, sparing: Set<UInt64>) -> (dropped: [OutboxEntry], failure: UplinkError?)
+    mutating func append(_ batch: [OutboxEntry], sparing: Set<UInt64>) -> (dropped: [OutboxEntry], failure: UplinkError?)
     /// Removes the event with this sequence number after the broker acknowledged it.
     mutating func remove(seq: UInt64) -> UplinkError?
     /// Replaces every pending entry (same events, in the same order, e.g. with corrected times).
@@ -28,13 +29,8 @@ public struct MemoryOutbox: Outbox {
     public var count: Int { events.count }
     public var pending: [OutboxEntry] { events }
 
-    public mutating func append(_ entry: OutboxEntry, sparing: Set<UInt64>) -> (dropped: [OutboxEntry], failure: UplinkError?) {
-        events.append(entry)
-        var dropped: [OutboxEntry] = []
-        while events.count > capacity {
-            dropped.append(events.remove(at: OverflowPolicy.victim(in: events, sparing: sparing)))
-        }
-        return (dropped, nil)
+    public mutating func append(_ batch: [OutboxEntry], sparing: Set<UInt64>) -> (dropped: [OutboxEntry], failure: UplinkError?) {
+        (OverflowPolicy.admit(batch, into: &events, capacity: capacity, sparing: sparing), nil)
     }
 
     public mutating func remove(seq: UInt64) -> UplinkError? {
@@ -49,8 +45,8 @@ public struct MemoryOutbox: Outbox {
 }
 
 extension Outbox {
-    /// Stores the event, sparing nothing from the overflow policy.
+    /// Stores one event, sparing nothing from the overflow policy.
     public mutating func append(_ entry: OutboxEntry) -> (dropped: [OutboxEntry], failure: UplinkError?) {
-        append(entry, sparing: [])
+        append([entry], sparing: [])
     }
 }

@@ -19,6 +19,20 @@ public enum OverflowPolicy {
         return events.firstIndex { !sparing.contains($0.event.seq) } ?? 0
     }
 
+    /// Adds `batch` to `events` one by one, giving up a victim whenever they are more than
+    /// `capacity`; returns the victims (old events, or events of the batch itself), oldest first.
+    static func admit(_ batch: [OutboxEntry], into events: inout [OutboxEntry], capacity: Int,
+                      sparing: Set<UInt64>) -> [OutboxEntry] {
+        var dropped: [OutboxEntry] = []
+        for entry in batch {
+            events.append(entry)
+            while events.count > capacity {
+                dropped.append(events.remove(at: victim(in: events, sparing: sparing)))
+            }
+        }
+        return dropped
+    }
+
     /// Events with the same key say the same kind of thing about the same subject; the newest wins.
     static func supersedeKey(_ e: EventPayload) -> String? {
         switch e.type {
