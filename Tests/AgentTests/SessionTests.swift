@@ -15,6 +15,39 @@ import Testing
         return path
     }
 
+    /// Underground, the network gone: the broker's name lookup hangs (a name server that never
+    /// answers, here a silent UDP socket the agent's resolv.conf points at, in a mount namespace of
+    /// its own). A SIGTERM still ends the agent within its stop grace, not when the lookup gives up.
+    @Test func aHangingNameLookupDoesNotHoldUpAStop() throws {
+        let nameServer = "127.77.\(Int.random(in: 1...250)).\(Int.random(in: 1...250))"
+        let silent = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        defer { close(silent) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr(nameServer)
+        address.sin_port = UInt16(53).bigEndian
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(silent, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        try #require(bound == 0, "binding \(nameServer):53 needs root (CI runs as root): errno \(errno)")
+        let dir = temporaryDirectory()
+        let resolv = dir.appendingPathComponent("resolv.conf").path
+        try "nameserver \(nameServer)\noptions timeout:30 attempts:3\n".write(toFile: resolv, atomically: true, encoding: .utf8)
+        let run = [agentBinary, "run", "--config", try config(dir, brokers: ["mqtt://broker.parkwise.invalid:1883"]),
+                   "--replay", try writeTrace(dir, threeChanges), "--outbox", dir.path + "/outbox"]
+        let agent = try Child("/usr/bin/unshare", ["--mount", "/bin/sh", "-c",
+                                                   "mount --bind \"$0\" /etc/resolv.conf && exec \"$@\"", resolv] + run)
+        // The agent's lookup has reached the name server (and waits for an answer that never comes).
+        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(silent, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var query = [UInt8](repeating: 0, count: 512)
+        let received = query.withUnsafeMutableBytes { recv(silent, $0.baseAddress, $0.count, 0) }
+        try #require(received > 0, "the agent never asked the name server: \(agent.stderr)")
+        agent.signal(SIGTERM)
+        #expect(agent.wait(10) == 0, "the stop waited for the lookup: \(agent.stderr)")
+        #expect(agent.stderr.contains("uplink thread still busy after the stop grace"), "\(agent.stderr)")
+    }
+
     /// The first broker of the list is down: the agent moves on to the next one.
     @Test func failsOverToTheNextBroker() throws {
         let broker = try Broker()

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Synchronization
 
 /// A POSIX thread for blocking work (the MQTT network loop), kept off Swift's cooperative pool.
 final class DedicatedThread: Sendable {
@@ -10,9 +11,14 @@ final class DedicatedThread: Sendable {
     }
 
     private nonisolated(unsafe) var thread = pthread_t()
+    private final class Finished: Sendable { let flag = Atomic<Bool>(false) }
+    private let finished = Finished()
 
     init(_ run: @escaping @Sendable () -> Void) {
-        let body = Unmanaged.passRetained(Body(run)).toOpaque()
+        let body = Unmanaged.passRetained(Body { [finished] in
+            run()
+            finished.flag.store(true, ordering: .releasing)
+        }).toOpaque()
         let rc = pthread_create(&thread, nil, { arg in
             let body = Unmanaged<Body>.fromOpaque(arg!).takeRetainedValue()
             body.run()
@@ -21,9 +27,20 @@ final class DedicatedThread: Sendable {
         precondition(rc == 0, "pthread_create failed: \(rc)")
     }
 
-    /// Waits for the thread to finish. Call once.
-    func join() {
+    /// Waits for the thread to finish, for `seconds` at most; true if it did. A thread still busy
+    /// after that (stuck in a blocking call: a name lookup with the network gone) is left to end
+    /// with the process. Call once.
+    func join(within seconds: Double) -> Bool {
+        let until = monotonicSeconds() + seconds
+        while !finished.flag.load(ordering: .acquiring) {
+            guard monotonicSeconds() < until else {
+                pthread_detach(thread)
+                return false
+            }
+            sleepThread(microseconds: 10_000)
+        }
         pthread_join(thread, nil)
+        return true
     }
 }
 

@@ -42,12 +42,16 @@ public final class MQTTLink: Sendable {
         }
     }
 
-    /// Disconnects cleanly (the broker then does not publish the last will) and ends the thread.
-    /// Whatever should reach the broker first must be acknowledged before this is called.
-    public func stop() {
+    /// Disconnects cleanly (the broker then does not publish the last will) and ends the thread,
+    /// waiting `seconds` at most: a stop must not hang on a blocking call inside libmosquitto (a
+    /// broker's name lookup with the network gone can take minutes). Whatever should reach the
+    /// broker first must be acknowledged before this is called.
+    public func stop(within seconds: Double = 2) {
         stopping.store(true, ordering: .releasing)
         let t = thread.withLock { t in defer { t = nil }; return t }
-        t?.join()
+        if let t, !t.join(within: seconds) {
+            Log.warn("uplink thread still busy after the stop grace, leaving it", ["waited_s": seconds])
+        }
     }
 
     // MARK: - Network thread
