@@ -65,7 +65,8 @@ struct DeviceState {
         } else {
             path = directory + "/device-state.json"
         }
-        if let path, let stored = DeviceState.load(path) {
+        let stored = path.flatMap(DeviceState.load)
+        if let path, let stored {
             try Self.check(stored.boot, "boot", in: path)
             try Self.check(stored.seq, "seq", in: path)
             boot = stored.boot
@@ -86,6 +87,11 @@ struct DeviceState {
         } catch {
             Log.error("sequence ledger unusable, sequence numbers kept in device-state.json only", ["error": error.message])
             ledger = nil
+        }
+        if previousRun == nil, let stored {
+            // The ledger is gone or unreadable (or this is the first start since it exists): the
+            // state file's count is all there is to go on, and where it ends nothing is known.
+            previousRun = SeqLedger.Entry(boot: stored.boot, reserved: stored.seq, settled: 0, clean: false)
         }
         if let previousRun, let ledger {
             try Self.check(previousRun.boot, "boot", in: ledger.path)
