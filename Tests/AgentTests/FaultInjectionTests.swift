@@ -163,8 +163,21 @@ func checkDelivery(_ events: [[String: Any]], sourceLocation: SourceLocation = #
                 "\(last.stderr)")
         let ids = checkDelivery(subscriber.events())
         for seq in wanted { #expect(ids[seq] == accepted[seq], "seq \(seq) keeps its id") }
+        // Every seq the killed runs may have used arrived or is declared dropped (their last
+        // reserved blocks, events given up by the full outbox).
+        #expect(eventually(10) { subscriber.events().contains { $0["type"] as? String == "outbox.dropped" } }, "\(last.stderr)")
         last.signal(SIGTERM)
         #expect(last.wait(10) == 0)
+        try subscriber.drain()
+        let events = subscriber.events()
+        let lastBoot = events.compactMap { $0["boot"] as? Int }.max()
+        let lastRun = events.filter { $0["boot"] as? Int == lastBoot }.compactMap { $0["seq"] as? Int }
+        let start = try #require(lastRun.min())
+        let declared = events.filter { $0["type"] as? String == "outbox.dropped" }.reduce(into: Set<Int>()) { set, e in
+            if let a = e["first_seq"] as? Int, let b = e["last_seq"] as? Int, a <= b { set.formUnion(a...b) }
+        }
+        let missing = Set(1..<start).subtracting(events.compactMap { $0["seq"] as? Int }).subtracting(declared)
+        #expect(missing.isEmpty, "seqs neither arrived nor declared: \(missing.sorted())")
         subscriber.stop()
     }
 
