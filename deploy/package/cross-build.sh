@@ -41,21 +41,14 @@ if ((${#host_missing[@]})); then
     DEBIAN_FRONTEND=noninteractive quiet apt-get install -y -q --no-install-recommends "${host_missing[@]}"
 fi
 
-# Runs a command in the chroot with /proc and /dev mounted in a private mount namespace: the
-# mounts vanish with the command, nothing is left mounted if it is interrupted.
-in_chroot() {
-    unshare --mount --propagation private -- sh -c '
-        mount -t proc proc "$0/proc" && mount --rbind /dev "$0/dev" &&
-        exec chroot "$0" /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin HOME=/root "$@"' \
-        "$CROSS_CHROOT" "$@"
-}
+in_chroot() { chroot_run "$CROSS_CHROOT" "$@"; }
 
 # 1. The toolchain: trixie's swiftlang 6.0.3 needs glibc 2.38, the host has 2.36.
 if [ ! -e "$CROSS_CHROOT/.parkwise-ready" ]; then
     rm -rf "$CROSS_CHROOT"
     quiet debootstrap --variant=minbase trixie "$CROSS_CHROOT" "$CROSS_MIRROR"
     quiet in_chroot apt-get update -q
-    DEBIAN_FRONTEND=noninteractive quiet in_chroot apt-get install -y -q --no-install-recommends swiftlang libc6-dev pkg-config
+    quiet in_chroot apt-get install -y -q --no-install-recommends swiftlang libc6-dev pkg-config
     touch "$CROSS_CHROOT/.parkwise-ready"
     timing "trixie chroot with swiftlang"
 fi

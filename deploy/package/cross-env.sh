@@ -16,3 +16,12 @@ cross_sysroot() { echo "$CROSS_CHROOT$CROSS_IN/sysroot-$1"; }   # as seen from t
 cross_binary() { echo "$CROSS_CACHE/out/$1/parkwise-agent"; }
 cross_libgpiod() { [ "$1" = bookworm ] && echo 1 || echo 2; }
 cross_debian_release() { [ "$1" = bookworm ] && echo 12 || echo 13; }
+
+# Runs a command in the chroot DIR with /proc and /dev mounted in a private mount namespace: the
+# mounts vanish with the command, nothing stays mounted if it is interrupted.
+chroot_run() {
+    unshare --mount --propagation private -- sh -c '
+        mount -t proc proc "$0/proc" && mount --rbind /dev "$0/dev" &&
+        exec chroot "$0" /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin HOME=/root \
+            DEBIAN_FRONTEND=noninteractive "$@"' "$@"
+}
