@@ -52,10 +52,11 @@ cat >"$work/mosquitto.conf" <<CONF
 listener $port 127.0.0.1
 allow_anonymous true
 persistence false
-log_dest stdout
+user root
+log_dest file $work/mosquitto.log
 log_type all
 CONF
-mosquitto -c "$work/mosquitto.conf" >"$work/mosquitto.log" 2>&1 &
+mosquitto -c "$work/mosquitto.conf" >"$work/mosquitto.out" 2>&1 &
 pids+=($!)
 # Two cars through the single gate's lane (loop a = GPIO17, b = GPIO27), street to lot.
 cat >"$work/trace.jsonl" <<'TRACE'
@@ -69,18 +70,22 @@ cat >"$work/trace.jsonl" <<'TRACE'
 {"t_ms": 6400, "input": "GPIO17", "value": 0}
 {"t_ms": 7100, "input": "GPIO27", "value": 0}
 TRACE
-for _ in $(seq 100); do
-    grep "Opening ipv4 listen socket on port $port" "$work/mosquitto.log" >/dev/null && break
-    sleep 0.1
-done
+# Waits up to 10 s for a line of mosquitto's log.
+await_log() {
+    local _
+    for _ in $(seq 100); do
+        grep "$1" "$work/mosquitto.log" >/dev/null 2>&1 && return 0
+        sleep 0.1
+    done
+    cat "$work/mosquitto.out" "$work/mosquitto.log" >&2
+    fail "mosquitto's log never said: $1"
+}
+await_log "Opening ipv4 listen socket on port $port"
 mosquitto_sub -h 127.0.0.1 -p "$port" -i ci-sub -q 1 -t parkwise/v1/uniandes/lot-b-gate/events -C 2 -W 120 \
     >"$work/events" 2>"$work/sub.err" &
 sub=$!
 pids+=("$sub")
-for _ in $(seq 100); do
-    grep "as ci-sub" "$work/mosquitto.log" >/dev/null && break
-    sleep 0.1
-done
+await_log "as ci-sub"
 "${agent[@]}" run --config hardware/examples/single-gate.yaml --replay "$work/trace.jsonl" --speed 2 \
     --broker "mqtt://127.0.0.1:$port" --outbox "$work/outbox" 2>"$work/agent.log" &
 agent_pid=$!
