@@ -6,7 +6,7 @@
 #     trace published to a loopback mosquitto and the events checked;
 #  3. builds the amd64 and arm64 .debs and runs lintian (no errors, no warnings);
 #  4. install -> configure -> upgrade -> remove -> purge of the amd64 .deb in a throwaway Debian 12
-#     root (debootstrap, cached as a tarball), checking user, groups, conffile, unit and state dir.
+#     root (debootstrap with systemd, cached as a tarball), checking user, groups, conffile, unit and state dir.
 # Prints each step's wall time.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -114,13 +114,17 @@ timing "arm64 .deb (bookworm)"
 PARKWISE_DEB_OUT=$debs bash deploy/package/make-deb.sh >/dev/null
 timing "amd64 .deb (host build)"
 lintian --fail-on error,warning "$debs"/*.deb >"$log" 2>&1 || { cat "$log" >&2; fail "lintian"; }
-timing "lintian"
+# The unit's hardening: exposure at most 2.0 (systemd-analyze's scale: 20 tenths).
+systemd-analyze security --offline=yes --threshold=20 deploy/systemd/parkwise-agent.service >"$log" 2>&1 ||
+    { cat "$log" >&2; fail "systemd-analyze security: exposure above 2.0"; }
+timing "lintian, systemd-analyze security"
 ls -l "$debs" >&2
 
 # 4. Install, upgrade, remove, purge in a throwaway Debian 12 root.
-base=$CROSS_CACHE/bookworm-root.tar
+base=$CROSS_CACHE/bookworm-systemd-root.tar
 if [ ! -e "$base" ]; then
-    quiet debootstrap --variant=minbase bookworm "$work/base" "$CROSS_MIRROR"
+    # systemd for `systemd-analyze verify` of the installed unit (not booted: a chroot).
+    quiet debootstrap --variant=minbase --include=systemd bookworm "$work/base" "$CROSS_MIRROR"
     quiet chroot_run "$work/base" apt-get update -q
     tar -C "$work/base" -cf "$base.new" .
     mv "$base.new" "$base"
@@ -149,6 +153,7 @@ check '[ "$(stat -c %U:%G:%a /etc/parkwise-agent/agent.yaml)" = root:parkwise:64
 check "[ -f $unit ] && [ -f /lib/udev/rules.d/60-parkwise-agent-gpio.rules ]" install
 # The hint's first command, as typed (systemctl needs a booted system, not a chroot).
 check 'parkwise-agent check-config /etc/parkwise-agent/agent.yaml' install
+check "systemd-analyze verify $unit" install
 check 'man -w parkwise-agent || [ -f /usr/share/man/man1/parkwise-agent.1.gz ]' install
 check 'echo "# edited on site" >> /etc/parkwise-agent/agent.yaml && touch /var/lib/parkwise-agent/outbox-marker' edit
 
