@@ -21,20 +21,10 @@ cleanup() {
 }
 trap cleanup EXIT
 fail() { echo "ci-arm64: FAIL: $*" >&2; exit 1; }
-step_started=$SECONDS
-timing() { printf 'ci-arm64: %-44s %4d s\n' "$1" $((SECONDS - step_started)) >&2; step_started=$SECONDS; }
 log=$work/log
-quiet() { "$@" >"$log" 2>&1 || { cat "$log" >&2; fail "$*"; }; }
+: >"$log"
 
-packages=(debootstrap qemu-user-static lintian mosquitto mosquitto-clients binutils python3 rsync)
-missing=()
-for p in "${packages[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep "ok installed" >/dev/null || missing+=("$p")
-done
-if ((${#missing[@]})); then
-    quiet apt-get update -q
-    DEBIAN_FRONTEND=noninteractive quiet apt-get install -y -q --no-install-recommends "${missing[@]}"
-fi
+install_missing debootstrap qemu-user-static lintian mosquitto mosquitto-clients binutils python3 rsync systemd
 timing "host packages"
 
 # 1. The cross build.
