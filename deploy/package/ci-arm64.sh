@@ -129,6 +129,13 @@ cp "$deb" "$root/tmp/v1.deb"
 dpkg-deb -R "$deb" "$work/v2"
 sed -i 's/^Version: \(.*\)/Version: \1+ci1/' "$work/v2/DEBIAN/control"
 dpkg-deb --root-owner-group --build "$work/v2" "$root/tmp/v2.deb" >/dev/null
+# A second upgrade that changes the shipped agent.yaml: the local edit is kept (--force-confold, what
+# an unattended upgrade does) and the package's version lands beside it as agent.yaml.dpkg-dist.
+sed -i 's/+ci1$/+ci2/' "$work/v2/DEBIAN/control"
+echo "# v3" >>"$work/v2/etc/parkwise-agent/agent.yaml"
+(cd "$work/v2" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | LC_ALL=C sort -z | xargs -0 md5sum) \
+    >"$work/v2/DEBIAN/md5sums"
+dpkg-deb --root-owner-group --build "$work/v2" "$root/tmp/v3.deb" >/dev/null
 in_root() { chroot_run "$root" "$@"; }
 unit=/lib/systemd/system/parkwise-agent.service
 check() { in_root sh -c "$1" >"$log" 2>&1 || { cat "$log" >&2; fail "after $2: $1"; }; }
@@ -151,7 +158,11 @@ in_root dpkg -i /tmp/v2.deb >"$log" 2>&1 || { cat "$log" >&2; fail "upgrade"; }
 check 'grep "# edited on site" /etc/parkwise-agent/agent.yaml' upgrade
 check '[ "$(stat -c %U:%G:%a /etc/parkwise-agent/agent.yaml)" = root:parkwise:640 ]' upgrade
 check '[ -e /var/lib/parkwise-agent/outbox-marker ] && id parkwise' upgrade
-check "dpkg-query -W -f='\${Version}' parkwise-agent | grep '+ci1' && [ -f $unit ]" upgrade
+check "dpkg-query -W -f='\${Version}' parkwise-agent | grep '+ci1\$' && [ -f $unit ]" upgrade
+
+in_root dpkg --force-confdef --force-confold -i /tmp/v3.deb >"$log" 2>&1 || { cat "$log" >&2; fail "upgrade (changed conffile)"; }
+check 'grep "# edited on site" /etc/parkwise-agent/agent.yaml && grep "# v3" /etc/parkwise-agent/agent.yaml.dpkg-dist' \
+    "upgrade (changed conffile)"
 
 in_root dpkg -r parkwise-agent >"$log" 2>&1 || { cat "$log" >&2; fail "remove"; }
 check "[ ! -e /usr/bin/parkwise-agent ] && [ ! -e $unit ]" remove
