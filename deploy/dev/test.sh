@@ -7,6 +7,9 @@ cd "$(dirname "$0")/../.."
 
 bash deploy/dev/check-scripts.sh
 bash deploy/dev/setup.sh
-swift build --build-tests
+mkdir -p .build
+# The build's output in a file: all of it on failure, the last lines otherwise.
+swift build --build-tests >.build/test-build.log 2>&1 || { cat .build/test-build.log >&2; exit 1; }
+tail -n 3 .build/test-build.log
 swift test --skip-build
 bash hardware/sim/run-tests.sh

@@ -17,45 +17,23 @@ cross_check_suite "$suite"
 [ "$(id -u)" -eq 0 ] || { echo "cross-build: needs root (debootstrap, chroot): sudo $0 $suite" >&2; exit 1; }
 
 started=$SECONDS
-step_started=$SECONDS
-timing() { printf 'cross-build: %-40s %4d s\n' "$1" $((SECONDS - step_started)) >&2; step_started=$SECONDS; }
 mkdir -p "$CROSS_CACHE/log" "$CROSS_CACHE/out/$suite"
 log=$CROSS_CACHE/log/$suite.log
 : >"$log"
-# Runs a step with its output in the log; on failure prints that output and stops.
-quiet() {
-    local rc=0
-    "$@" >"$log.step" 2>&1 || rc=$?
-    cat "$log.step" >>"$log"
-    if ((rc)); then cat "$log.step" >&2; echo "cross-build: failed ($rc): $*" >&2; exit 1; fi
-}
-
 # One cross build at a time per cache (CI and a release engineer may share a machine).
 exec 9>"$CROSS_CACHE/lock"
 flock 9
 
-host_missing=()
-for p in debootstrap rsync; do command -v "$p" >/dev/null || host_missing+=("$p"); done
-if ((${#host_missing[@]})); then
-    quiet apt-get update -q
-    DEBIAN_FRONTEND=noninteractive quiet apt-get install -y -q --no-install-recommends "${host_missing[@]}"
-fi
+install_missing debootstrap rsync
 
-# Runs a command in the chroot with /proc and /dev mounted in a private mount namespace: the
-# mounts vanish with the command, nothing is left mounted if it is interrupted.
-in_chroot() {
-    unshare --mount --propagation private -- sh -c '
-        mount -t proc proc "$0/proc" && mount --rbind /dev "$0/dev" &&
-        exec chroot "$0" /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin HOME=/root "$@"' \
-        "$CROSS_CHROOT" "$@"
-}
+in_chroot() { chroot_run "$CROSS_CHROOT" "$@"; }
 
 # 1. The toolchain: trixie's swiftlang 6.0.3 needs glibc 2.38, the host has 2.36.
 if [ ! -e "$CROSS_CHROOT/.parkwise-ready" ]; then
     rm -rf "$CROSS_CHROOT"
     quiet debootstrap --variant=minbase trixie "$CROSS_CHROOT" "$CROSS_MIRROR"
     quiet in_chroot apt-get update -q
-    DEBIAN_FRONTEND=noninteractive quiet in_chroot apt-get install -y -q --no-install-recommends swiftlang libc6-dev pkg-config
+    quiet in_chroot apt-get install -y -q --no-install-recommends swiftlang libc6-dev pkg-config
     touch "$CROSS_CHROOT/.parkwise-ready"
     timing "trixie chroot with swiftlang"
 fi
@@ -238,7 +216,6 @@ cat >"$variant/toolset.json" <<JSON
 JSON
 
 # 5. The build: the sources synced into the chroot (mtimes kept: SwiftPM rebuilds what changed).
-step_started=$SECONDS
 mkdir -p "$px/src"
 quiet rsync -a --delete --exclude=/.build --exclude=/.git --exclude=/.swiftpm --exclude=/.sim "$src/" "$px/src/"
 pc=$CROSS_IN/sysroot-$suite

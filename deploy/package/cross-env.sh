@@ -1,5 +1,6 @@
 # Sourced by cross-build.sh, make-deb.sh and ci-arm64.sh: where the arm64 cross build keeps its work
-# (outside the clone, shared by every clone on the machine) and what differs between the two suites.
+# (outside the clone, shared by every clone on the machine), what differs between the two suites,
+# and the helpers the three share.
 # shellcheck shell=bash
 CROSS_CACHE=${PARKWISE_CROSS_CACHE:-$HOME/.cache/parkwise-cross}
 CROSS_MIRROR=${PARKWISE_DEBIAN_MIRROR:-http://deb.debian.org/debian}
@@ -16,3 +17,36 @@ cross_sysroot() { echo "$CROSS_CHROOT$CROSS_IN/sysroot-$1"; }   # as seen from t
 cross_binary() { echo "$CROSS_CACHE/out/$1/parkwise-agent"; }
 cross_libgpiod() { [ "$1" = bookworm ] && echo 1 || echo 2; }
 cross_debian_release() { [ "$1" = bookworm ] && echo 12 || echo 13; }
+
+# Runs a command in the chroot DIR with /proc and /dev mounted in a private mount namespace: the
+# mounts vanish with the command, nothing stays mounted if it is interrupted.
+chroot_run() {
+    unshare --mount --propagation private -- sh -c '
+        mount -t proc proc "$0/proc" && mount --rbind /dev "$0/dev" &&
+        exec chroot "$0" /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin HOME=/root \
+            DEBIAN_FRONTEND=noninteractive "$@"' "$@"
+}
+
+# Runs a step with its output appended to $log; on failure prints that step's output and stops.
+quiet() {
+    local rc=0
+    "$@" >"$log.step" 2>&1 || rc=$?
+    cat "$log.step" >>"$log"
+    if ((rc)); then cat "$log.step" >&2; echo "${0##*/}: failed ($rc): $*" >&2; exit 1; fi
+}
+
+# Installs the Debian packages given that are not installed yet (sudo when not root).
+install_missing() {
+    local missing=() p sudo=""
+    for p in "$@"; do
+        grep "ok installed" >/dev/null <<<"$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" || missing+=("$p")
+    done
+    ((${#missing[@]})) || return 0
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    quiet $sudo apt-get update -q
+    quiet $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+# Prints how long the step that just ended took (since the last call, or since sourcing).
+step_started=$SECONDS
+timing() { printf '%s: %-48s %4d s\n' "${0##*/}" "$1" $((SECONDS - step_started)) >&2; step_started=$SECONDS; }

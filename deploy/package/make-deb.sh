@@ -13,17 +13,6 @@ out=${PARKWISE_DEB_OUT:-.build/deb}
 mkdir -p "$out" .build
 log=$PWD/.build/make-deb.log
 : >"$log"
-quiet() { "$@" >>"$log" 2>&1 || { cat "$log" >&2; echo "make-deb: failed: $*" >&2; exit 1; }; }
-install_missing() {
-    local missing=() p
-    for p in "$@"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep "ok installed" >/dev/null || missing+=("$p"); done
-    if ((${#missing[@]})); then
-        local sudo=""
-        [ "$(id -u)" -eq 0 ] || sudo="sudo"
-        quiet $sudo apt-get update -q
-        DEBIAN_FRONTEND=noninteractive quiet $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
-    fi
-}
 
 arch=${1:-$(dpkg --print-architecture)}
 if [ "$arch" = "$(dpkg --print-architecture)" ]; then
