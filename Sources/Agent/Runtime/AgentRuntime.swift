@@ -140,6 +140,8 @@ actor AgentRuntime {
             case .stop:
                 stopSource()
                 return await stop()
+            case .stopGraceElapsed:
+                continue
             }
         }
         return 0
@@ -152,10 +154,13 @@ actor AgentRuntime {
         housekeeping?.cancel()
         garage.advance(to: clock.now(), into: &events)
         flush()
+        // flush() arms the garage's next timer; nothing is due any more once stopping.
+        timer?.task.cancel()
+        timer = nil
         session.sayOffline()
         let giveUp = Task { [continuation, grace = options.stopGrace] in
             try? await Task.sleep(for: grace)
-            continuation.yield(.tick)
+            continuation.yield(.stopGraceElapsed)
         }
         if session.isConnected {
             waiting: for await input in inputs {
@@ -163,10 +168,10 @@ actor AgentRuntime {
                 case .uplink(let event):
                     session.handle(event)
                     if !session.isConnected || (session.offlineAcknowledged && session.settled) { break waiting }
-                case .tick:
+                case .stopGraceElapsed:
                     Log.warn("broker did not acknowledge everything before stopping", ["outbox": session.outboxCount])
                     break waiting
-                case .lines, .sourceFinished, .stop, .housekeeping, .inputLost:
+                case .lines, .tick, .sourceFinished, .stop, .housekeeping, .inputLost:
                     continue
                 }
             }

@@ -156,7 +156,8 @@ public struct Garage {
         events.append(GarageEvent(.sensorRecovered(subject: subject(of: input), input: inputNames[input]), at: at))
         switch roles[input] {
         case .spot(let s):
-            spots[s].recover(active: filters[input].stable)
+            spots[s].recover(active: filters[input].stable, at: at, into: &events)
+            if let due = spots[s].checkinDeadline { timers.schedule(.checkin(s), at: due) }
             spotChanged(s)
         case .loop(let l, let side):
             lanes[l].recover(side)
