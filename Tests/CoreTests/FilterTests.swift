@@ -242,10 +242,21 @@ import Testing
         #expect(h.garage.spot(0).occupancy == .unknown)
     }
 
+    @Test func everyInputLostOnlyWhenTheLastOneGoes() {
+        var h = GarageHarness(garageConfig(spots: 2))
+        for input in 0..<3 {
+            h.garage.inputLost(input, at: .milliseconds(1000), into: &h.events)
+            #expect(!h.garage.everyInputLost, "input \(input + 1) of 4 lost")
+        }
+        h.garage.inputLost(3, at: .milliseconds(2000), into: &h.events)
+        #expect(h.garage.everyInputLost)
+    }
+
     @Test func losingTheWholeBoardFaultsEveryInput() {
         var h = GarageHarness(garageConfig(spots: 2))
         h.garage.inputLost(nil, at: .milliseconds(1000), into: &h.events)
         #expect(h.events.count == 4)
         #expect(h.events.allSatisfy { if case .sensorFault(_, _, .lost) = $0.kind { true } else { false } })
+        #expect(h.garage.everyInputLost)
     }
 }

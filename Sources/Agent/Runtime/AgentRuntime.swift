@@ -135,11 +135,17 @@ actor AgentRuntime {
                                               "problem": message])
                 garage.inputLost(input, at: clock.now(), into: &events)
                 flush()
+                if garage.everyInputLost {
+                    // Running on with nothing watched helps nobody: fail, so systemd restarts the agent.
+                    Log.error("every GPIO input is lost, stopping so that the service restarts", [:])
+                    stopSource()
+                    return await stop(exitCode: ExitCode.failure)
+                }
             case .sourceFinished:
                 Log.info("trace finished, agent keeps running until stopped")
             case .stop:
                 stopSource()
-                return await stop()
+                return await stop(exitCode: ExitCode.success)
             case .stopGraceElapsed:
                 continue
             }
@@ -148,7 +154,7 @@ actor AgentRuntime {
     }
 
     /// Graceful stop: say offline, give the broker a moment to acknowledge, disconnect cleanly.
-    private func stop() async -> Int32 {
+    private func stop(exitCode: Int32) async -> Int32 {
         Log.info("stopping", ["outbox": session.outboxCount])
         timer?.task.cancel()
         housekeeping?.cancel()
@@ -179,8 +185,8 @@ actor AgentRuntime {
         giveUp.cancel()
         link.stop()
         continuation.finish()
-        Log.info("stopped", ["outbox": session.outboxCount])
-        return 0
+        Log.info("stopped", ["outbox": session.outboxCount, "exit": exitCode])
+        return exitCode
     }
 
     // MARK: - Events and states out

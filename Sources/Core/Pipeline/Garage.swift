@@ -108,6 +108,9 @@ public struct Garage {
         }
     }
 
+    /// Every input is lost: nothing is watched any more (the board's chips are gone, or its event thread ended).
+    public var everyInputLost: Bool { !health.isEmpty && health.allSatisfy { $0.fault == .lost } }
+
     /// The board can no longer read an input (nil: any input): what it feeds becomes unknown.
     public mutating func inputLost(_ input: Int?, at: MonotonicInstant, into events: inout [GarageEvent]) {
         advance(to: at, into: &events)
