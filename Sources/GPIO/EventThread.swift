@@ -13,18 +13,21 @@ final class EventThread: Sendable {
     }
 
     /// Starts the thread. `names` describe the inputs (same order as the lines) for the message of a lost line.
-    /// Running out of descriptors or threads here is fatal: the agent is useless without its inputs, and a crash
-    /// makes systemd restart it, with the reason on stderr.
+    /// Running out of descriptors, memory or threads here leaves no input watched: reported through `failed` with
+    /// input nil (as a poll failure later would be), and nil is returned.
     static func start(lines: LineSet, names: [String], deliver: @escaping @Sendable ([LineChange]) -> Void,
-                      failed: @escaping @Sendable (GPIOFailure) -> Void) -> EventThread {
-        guard let wakeup = Wakeup() else {
-            fatalError("GPIO: cannot create the event thread's wakeup pipe: \(errnoText(Glibc.errno))")
+                      failed: @escaping @Sendable (GPIOFailure) -> Void) -> EventThread? {
+        func cannot(_ what: String, _ number: Int32) -> EventThread? {
+            failed(GPIOFailure(input: nil, message: "GPIO: cannot \(what): \(errnoText(number)); no input is watched, "
+                                   + "restart the agent"))
+            return nil
         }
+        guard let wakeup = Wakeup() else { return cannot("create the event thread's wakeup pipe", Glibc.errno) }
         let buffer: EdgeBuffer
         do {
             buffer = try EdgeBuffer.make()
         } catch {
-            fatalError("GPIO: cannot allocate the event thread's edge buffer: \(errnoText(error.errno))")
+            return cannot("allocate the event thread's edge buffer", error.errno)
         }
         let loop = EventLoop(lines: lines, names: names, wakeup: wakeup, buffer: buffer, deliver: deliver, failed: failed)
         // The loop (with the line handles) is handed to the new thread through the opaque context pointer and is
@@ -39,7 +42,7 @@ final class EventThread: Sendable {
         }, context)
         guard status == 0 else {
             Unmanaged<EventLoop>.fromOpaque(context).release()
-            fatalError("GPIO: cannot start the event thread: \(errnoText(status))")
+            return cannot("start the event thread", status)
         }
         return EventThread(thread: thread, wakeup: wakeup)
     }

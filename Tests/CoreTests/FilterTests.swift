@@ -129,7 +129,46 @@ import Testing
         h.events.removeAll()
         h.edge(spot, false, at: 4_000_000)
         h.advance(to: 4_100_000)
-        #expect(h.events.map(\.kind) == [.sensorRecovered(subject: "spot P1-A-01", input: "GPIO4")])
+        // The stay the events opened (occupied, checked in after 2m) is closed when the sensor comes back free.
+        #expect(h.events.map(\.kind) == [.sensorRecovered(subject: "spot P1-A-01", input: "GPIO4"),
+                                         .spotVacated(spot: "P1-A-01", level: "P1"),
+                                         .spotCheckout(spot: "P1-A-01", level: "P1", arrival: .milliseconds(0))])
+        #expect(h.events.allSatisfy { $0.at == .milliseconds(4_000_000) })
+        #expect(h.garage.spot(0).occupancy == .free)
+    }
+
+    @Test func aChatteringSpotThatComesBackFreeClosesTheStay() {
+        var h = GarageHarness(garageConfig(spotOn: "1s", spotOff: "1s", checkin: "10s"))
+        h.edge(spot, true, at: 0)
+        h.advance(to: 20_000)
+        #expect(h.take() == ["spot.occupied@0", "spot.checkin@10000"])
+        for i in 0..<21 { h.edge(spot, i % 2 == 1, at: 30_000 + Int64(i) * 100) }   // flaps, ends inactive
+        #expect(h.garage.spot(0).occupancy == .unknown)
+        h.advance(to: 200_000)
+        #expect(h.take() == ["sensor.fault@31900", "sensor.recovered@62000", "spot.vacated@62000", "spot.checkout@62000"])
+        #expect(h.garage.spot(0).occupancy == .free)
+    }
+
+    @Test func aChatteringSpotThatComesBackOccupiedKeepsTheStayOpen() {
+        var h = GarageHarness(garageConfig(spotOn: "1s", spotOff: "1s", checkin: "10s"))
+        h.edge(spot, true, at: 0)
+        h.advance(to: 20_000)
+        h.events.removeAll()
+        for i in 0..<22 { h.edge(spot, i % 2 == 1, at: 30_000 + Int64(i) * 100) }   // flaps, ends active
+        h.advance(to: 200_000)
+        #expect(h.take() == ["sensor.fault@31900", "sensor.recovered@62100"])
+        h.edge(spot, false, at: 300_000)
+        h.advance(to: 302_000)
+        #expect(h.events.map(\.kind) == [.spotVacated(spot: "P1-A-01", level: "P1"),
+                                         .spotCheckout(spot: "P1-A-01", level: "P1", arrival: .milliseconds(0))])
+    }
+
+    @Test func aSpotFreeWhenItFaultedRecoversWithoutEvents() {
+        var h = GarageHarness(garageConfig(spotOn: "1s", spotOff: "1s"))
+        for i in 0..<22 { h.edge(spot, i % 2 == 0, at: Int64(i) * 100) }
+        h.advance(to: 100_000)
+        #expect(h.events.map(\.type) == ["sensor.fault", "sensor.recovered"])
+        #expect(!h.events.contains { $0.type.hasPrefix("spot.") })
         #expect(h.garage.spot(0).occupancy == .free)
     }
 
@@ -203,10 +242,21 @@ import Testing
         #expect(h.garage.spot(0).occupancy == .unknown)
     }
 
+    @Test func everyInputLostOnlyWhenTheLastOneGoes() {
+        var h = GarageHarness(garageConfig(spots: 2))
+        for input in 0..<3 {
+            h.garage.inputLost(input, at: .milliseconds(1000), into: &h.events)
+            #expect(!h.garage.everyInputLost, "input \(input + 1) of 4 lost")
+        }
+        h.garage.inputLost(3, at: .milliseconds(2000), into: &h.events)
+        #expect(h.garage.everyInputLost)
+    }
+
     @Test func losingTheWholeBoardFaultsEveryInput() {
         var h = GarageHarness(garageConfig(spots: 2))
         h.garage.inputLost(nil, at: .milliseconds(1000), into: &h.events)
         #expect(h.events.count == 4)
         #expect(h.events.allSatisfy { if case .sensorFault(_, _, .lost) = $0.kind { true } else { false } })
+        #expect(h.garage.everyInputLost)
     }
 }

@@ -4,13 +4,14 @@ import ParkWiseCore
 enum CheckConfigCommand {
     static let spec = CommandSpec(
         name: "check-config", abstract: "Check a config file and list every problem in it.",
-        discussion: "Prints each problem as FILE:LINE:COL with a hint, all at once. Exit 0 when the file is\nvalid, 78 when it is not.",
+        discussion: "Prints each problem as FILE:LINE:COL with a hint, all at once, then checks the credentials and\nTLS files it names as `run` would. Exit 0 when the file is valid, 78 when it is not.",
         arguments: [.init(name: "file", help: "The config file to check (YAML).")])
 
     static func run(_ args: ParsedArguments) -> Int32 {
         let path = args.positionals[0]
         do {
             let config = try ConfigFile.load(path: path)
+            _ = try LinkFiles.check(config.mqtt, configPath: path)
             say("\(path): ok: site \(config.site), device \(config.device), \(count(config.levels.count, "level")) "
                 + "(\(config.levels.map(\.capacity).reduce(0, +)) spaces), \(count(config.lanes.count, "lane")), "
                 + "\(count(config.spots.count, "spot")), \(count(config.inputs.count, "input")), board \(describe(config.board))")

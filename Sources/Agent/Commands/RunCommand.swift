@@ -39,11 +39,8 @@ enum RunCommand {
         }
         if let dir = args.option("outbox") { config.outbox.path = dir }
         let credentials: Credentials?
-        do {
-            credentials = try config.mqtt.credentialsPath.map(Credentials.load)
-            if let key = config.mqtt.tls?.key { try Credentials.checkPrivate(key, what: "TLS key file") }
-        } catch {
-            printError("error: \(error)")
+        do { credentials = try LinkFiles.check(config.mqtt, configPath: path) } catch {
+            printError(error.description)
             return ExitCode.config
         }
 

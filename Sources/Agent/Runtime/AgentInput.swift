@@ -15,4 +15,6 @@ enum AgentInput: Sendable {
     case sourceFinished
     /// SIGTERM or SIGINT: stop gracefully.
     case stop
+    /// A graceful stop has waited as long as it may for the broker's acknowledgements.
+    case stopGraceElapsed
 }

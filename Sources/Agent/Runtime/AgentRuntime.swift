@@ -145,27 +145,38 @@ actor AgentRuntime {
                                               "problem": message])
                 garage.inputLost(input, at: clock.now(), into: &events)
                 flush()
+                if garage.everyInputLost {
+                    // Running on with nothing watched helps nobody: fail, so systemd restarts the agent.
+                    Log.error("every GPIO input is lost, stopping so that the service restarts", [:])
+                    stopSource()
+                    return await stop(exitCode: ExitCode.failure)
+                }
             case .sourceFinished:
                 Log.info("trace finished, agent keeps running until stopped")
             case .stop:
                 stopSource()
-                return await stop()
+                return await stop(exitCode: ExitCode.success)
+            case .stopGraceElapsed:
+                continue
             }
         }
         return 0
     }
 
     /// Graceful stop: say offline, give the broker a moment to acknowledge, disconnect cleanly.
-    private func stop() async -> Int32 {
+    private func stop(exitCode: Int32) async -> Int32 {
         Log.info("stopping", ["outbox": session.outboxCount])
         timer?.task.cancel()
         housekeeping?.cancel()
         garage.advance(to: clock.now(), into: &events)
         flush()
+        // flush() arms the garage's next timer; nothing is due any more once stopping.
+        timer?.task.cancel()
+        timer = nil
         session.sayOffline()
         let giveUp = Task { [continuation, grace = options.stopGrace] in
             try? await Task.sleep(for: grace)
-            continuation.yield(.tick)
+            continuation.yield(.stopGraceElapsed)
         }
         if session.isConnected {
             waiting: for await input in inputs {
@@ -173,10 +184,10 @@ actor AgentRuntime {
                 case .uplink(let event):
                     session.handle(event)
                     if !session.isConnected || (session.offlineAcknowledged && session.settled) { break waiting }
-                case .tick:
+                case .stopGraceElapsed:
                     Log.warn("broker did not acknowledge everything before stopping", ["outbox": session.outboxCount])
                     break waiting
-                case .lines, .sourceFinished, .stop, .housekeeping, .inputLost:
+                case .lines, .tick, .sourceFinished, .stop, .housekeeping, .inputLost:
                     continue
                 }
             }
@@ -186,8 +197,8 @@ actor AgentRuntime {
         stamper.state.settle(oldestPending: session.oldestPendingSeq)
         stamper.state.stoppedCleanly()
         continuation.finish()
-        Log.info("stopped", ["outbox": session.outboxCount])
-        return 0
+        Log.info("stopped", ["outbox": session.outboxCount, "exit": exitCode])
+        return exitCode
     }
 
     // MARK: - Events and states out

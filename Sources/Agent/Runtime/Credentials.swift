@@ -7,28 +7,41 @@ struct Credentials: Sendable {
     var username: String
     var password: String?
 
+    /// What is wrong with a file the link needs, and how to fix it.
     struct Problem: Error, CustomStringConvertible {
-        var description: String
+        var message: String
+        var hint: String
+        var description: String { "\(message)\n    hint: \(hint)" }
+    }
+
+    /// A file the agent's user can read: the errno of the failure otherwise.
+    static func checkReadable(_ path: String, what: String) throws(Problem) {
+        var st = stat()
+        guard stat(path, &st) == 0, access(path, R_OK) == 0 else {
+            throw Problem(message: "cannot read \(what) \(path): \(String(cString: strerror(errno)))",
+                          hint: "check the path in the config, and that the agent's user may read the file")
+        }
+        if st.st_mode & S_IFMT == S_IFDIR {
+            throw Problem(message: "\(what) \(path) is a directory", hint: "give the path of the file itself")
+        }
     }
 
     /// Refuses a secret (credentials, private key) that group or others may read, as ssh does.
     static func checkPrivate(_ path: String, what: String) throws(Problem) {
+        try checkReadable(path, what: what)
         var st = stat()
-        guard stat(path, &st) == 0 else {
-            throw Problem(description: "cannot read \(what) \(path): \(String(cString: strerror(errno)))\n"
-                          + "    hint: check the path in the config")
-        }
+        _ = stat(path, &st)
         if st.st_mode & 0o077 != 0 {
-            throw Problem(description: "\(what) \(path) is readable by group or others (mode "
-                          + String(st.st_mode & 0o777, radix: 8) + ")\n    hint: chmod 600 \(path)")
+            throw Problem(message: "\(what) \(path) is readable by group or others (mode "
+                          + String(st.st_mode & 0o777, radix: 8) + ")", hint: "chmod 600 \(path)")
         }
     }
 
     static func load(path: String) throws(Problem) -> Credentials {
         try checkPrivate(path, what: "credentials file")
         guard let data = FileManager.default.contents(atPath: path) else {
-            throw Problem(description: "cannot read credentials file \(path): permission denied\n"
-                          + "    hint: the file must belong to the agent's user")
+            throw Problem(message: "cannot read credentials file \(path): permission denied",
+                          hint: "the file must belong to the agent's user")
         }
         var username: String?, password: String?
         for line in String(decoding: data, as: UTF8.self).split(separator: "\n") {
@@ -41,7 +54,7 @@ struct Credentials: Sendable {
             }
         }
         guard let username, !username.isEmpty else {
-            throw Problem(description: "credentials file \(path) has no username= line\n    hint: add username=DEVICE-NAME")
+            throw Problem(message: "credentials file \(path) has no username= line", hint: "add username=DEVICE-NAME")
         }
         return Credentials(username: username, password: password)
     }

@@ -25,6 +25,22 @@ public struct MQTTSettings: Sendable {
     public var tls: TLSFiles?
     /// 4 (MQTT 3.1.1) or 5.
     public var protocolVersion: Int
+    /// The credentials and TLS files above, with where the config names them: checked before anything runs.
+    public var files: [LinkFile] = []
+}
+
+/// A file the MQTT link needs, as the config names it.
+public struct LinkFile: Sendable, Hashable {
+    public enum Role: String, Sendable {
+        case credentials = "credentials file", ca = "TLS CA file", cert = "TLS certificate file", key = "TLS key file"
+    }
+
+    public var role: Role
+    public var path: String
+    public var mark: Mark
+
+    /// Credentials and a private key must be readable by the agent's user only.
+    public var isSecret: Bool { role == .credentials || role == .key }
 }
 
 public struct TLSFiles: Sendable, Hashable {

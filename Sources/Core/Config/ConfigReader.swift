@@ -75,17 +75,21 @@ public struct ConfigReader {
         } else {
             brokers = [BrokerAddress(tls: false, host: "127.0.0.1", port: 1883)]
         }
-        let credentials = map["credentials"].flatMap { string($0, what: "a file path") }
+        var files: [LinkFile] = []
+        func file(_ node: ConfigNode?, _ role: LinkFile.Role) -> String? {
+            guard let node, let path = string(node, what: "a file path") else { return nil }
+            files.append(LinkFile(role: role, path: path, mark: node.mark))
+            return path
+        }
+        let credentials = file(map["credentials"], .credentials)
         let keepalive = map["keepalive"].flatMap { duration($0, key: "keepalive") } ?? ConfigDefaults.keepalive
         if let k = map["keepalive"], keepalive < .seconds(5) || keepalive > .seconds(3600) {
             report(k.mark, "keepalive must be between 5s and 1h", hint: "30s suits most networks")
         }
         var tls: TLSFiles?
         if let t = map["tls"], let tm = mapping(t, keys: ["ca", "cert", "key"], in: "mqtt.tls") {
-            let files = TLSFiles(ca: tm["ca"].flatMap { string($0, what: "a file path") },
-                                 cert: tm["cert"].flatMap { string($0, what: "a file path") },
-                                 key: tm["key"].flatMap { string($0, what: "a file path") })
-            if (files.cert == nil) != (files.key == nil) {
+            let tlsFiles = TLSFiles(ca: file(tm["ca"], .ca), cert: file(tm["cert"], .cert), key: file(tm["key"], .key))
+            if (tlsFiles.cert == nil) != (tlsFiles.key == nil) {
                 report(t.mark, "mqtt.tls needs both cert and key for a client certificate",
                        hint: "give cert: and key: together, or neither (server-verified TLS only)")
             }
@@ -93,7 +97,7 @@ public struct ConfigReader {
                 report(t.mark, "mqtt.tls is set but no broker uses mqtts://",
                        hint: "write the brokers as mqtts://HOST:8883")
             }
-            tls = files
+            tls = tlsFiles
         }
         var protocolVersion = 4
         if let p = map["protocol"], let text = string(p, what: "an MQTT version") {
@@ -104,7 +108,7 @@ public struct ConfigReader {
             }
         }
         return MQTTSettings(brokers: brokers, credentialsPath: credentials, keepalive: keepalive, tls: tls,
-                            protocolVersion: protocolVersion)
+                            protocolVersion: protocolVersion, files: files)
     }
 
     private mutating func readOutbox(_ node: ConfigNode?) -> OutboxSettings {

@@ -108,6 +108,9 @@ public struct Garage {
         }
     }
 
+    /// Every input is lost: nothing is watched any more (the board's chips are gone, or its event thread ended).
+    public var everyInputLost: Bool { !health.isEmpty && health.allSatisfy { $0.fault == .lost } }
+
     /// The board can no longer read an input (nil: any input): what it feeds becomes unknown.
     public mutating func inputLost(_ input: Int?, at: MonotonicInstant, into events: inout [GarageEvent]) {
         advance(to: at, into: &events)
@@ -156,7 +159,8 @@ public struct Garage {
         events.append(GarageEvent(.sensorRecovered(subject: subject(of: input), input: inputNames[input]), at: at))
         switch roles[input] {
         case .spot(let s):
-            spots[s].recover(active: filters[input].stable)
+            spots[s].recover(active: filters[input].stable, at: at, into: &events)
+            if let due = spots[s].checkinDeadline { timers.schedule(.checkin(s), at: due) }
             spotChanged(s)
         case .loop(let l, let side):
             lanes[l].recover(side)

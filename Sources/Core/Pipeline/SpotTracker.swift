@@ -13,6 +13,9 @@ struct SpotTracker {
     /// When the current occupancy began (nil when it was already so at start-up).
     private(set) var since: MonotonicInstant?
     private(set) var checkedIn = false
+    /// The stay the events told of when the sensor faulted (a vehicle since `arrival`, checked in or
+    /// not): still open for whoever reads the events, so the recovery must close or continue it.
+    private var openStay: (arrival: MonotonicInstant?, checkedIn: Bool)?
 
     init(config: SpotConfig) {
         id = config.id
@@ -39,30 +42,46 @@ struct SpotTracker {
             checkedIn = false
             events.append(GarageEvent(.spotOccupied(spot: id, level: level), at: at))
         } else {
-            let arrival = since
-            let wasCheckedIn = checkedIn
-            occupancy = .free
-            since = at
-            checkedIn = false
-            events.append(GarageEvent(.spotVacated(spot: id, level: level), at: at))
-            if wasCheckedIn, let arrival {
-                events.append(GarageEvent(.spotCheckout(spot: id, level: level, arrival: arrival), at: at))
-            }
+            vacate(arrival: since, checkedIn: checkedIn, at: at, into: &events)
+        }
+    }
+
+    private mutating func vacate(arrival: MonotonicInstant?, checkedIn wasCheckedIn: Bool, at: MonotonicInstant,
+                                 into events: inout [GarageEvent]) {
+        occupancy = .free
+        since = at
+        checkedIn = false
+        events.append(GarageEvent(.spotVacated(spot: id, level: level), at: at))
+        if wasCheckedIn, let arrival {
+            events.append(GarageEvent(.spotCheckout(spot: id, level: level, arrival: arrival), at: at))
         }
     }
 
     /// The sensor cannot be trusted: the spot's occupancy is unknown, never free.
     mutating func fault() {
+        if occupancy == .occupied { openStay = (since, checkedIn) }
         occupancy = .unknown
         since = nil
         checkedIn = false
     }
 
-    /// The sensor works again and reads `active`; nobody saw when that began.
-    mutating func recover(active: Bool) {
-        occupancy = active ? .occupied : .free
-        since = nil
-        checkedIn = false
+    /// The sensor works again and reads `active`. A stay the events left open continues (occupied) or
+    /// ends now (free: vacated, and checkout when it was checked in); otherwise nobody saw when the level began.
+    mutating func recover(active: Bool, at: MonotonicInstant, into events: inout [GarageEvent]) {
+        let stay = openStay
+        openStay = nil
+        switch (active, stay) {
+        case (true, let stay?):
+            occupancy = .occupied
+            since = stay.arrival
+            checkedIn = stay.checkedIn
+        case (false, let stay?):
+            vacate(arrival: stay.arrival, checkedIn: stay.checkedIn, at: at, into: &events)
+        case (_, nil):
+            occupancy = active ? .occupied : .free
+            since = nil
+            checkedIn = false
+        }
     }
 
     mutating func checkIn(into events: inout [GarageEvent]) {
