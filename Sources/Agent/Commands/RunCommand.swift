@@ -1,3 +1,4 @@
+import ParkWiseCLI
 import ConfigFile
 import Dispatch
 import FoundationEssentials
@@ -60,7 +61,7 @@ enum RunCommand {
         // A file-size limit (or a full quota) must fail the write, not kill the agent.
         signal(SIGXFSZ, SIG_IGN)
         let runtime = AgentRuntime(config: config, source: source, clock: clock, credentials: credentials,
-                                   options: .init(configHash: ConfigFile.hash(path: path)))
+                                   options: .init(configHash: ConfigFile.hash(path: path), mode: source.mode))
         let signals = SignalHandlers(stop: runtime.stopper)
         let code = await runtime.run()
         signals.cancel()
@@ -69,32 +70,9 @@ enum RunCommand {
 
 }
 
-/// First SIGTERM/SIGINT: graceful stop through the event loop. Second: forced exit. A repeat within
-/// half a second is the same request delivered twice (to the process and to its group, as
-/// `timeout` does) and does not force anything.
-final class SignalHandlers {
-    private let sources: [any DispatchSourceSignal]
-
-    init(stop: AsyncStream<AgentInput>.Continuation) {
-        let first = Atomic<Int64>(0)
-        sources = [SIGTERM, SIGINT].map { number in
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler {
-                let now = AgentClock.read(CLOCK_MONOTONIC)
-                let (exchanged, previous) = first.compareExchange(expected: 0, desired: now, ordering: .relaxed)
-                if exchanged {
-                    Log.info("stop requested", ["signal": number == SIGTERM ? "TERM" : "INT"])
-                    stop.yield(.stop)
-                } else if now - previous > 500_000_000 {
-                    Log.warn("second stop signal, forced exit", [:])
-                    _exit(ExitCode.failure)
-                }
-            }
-            source.resume()
-            return source
-        }
+extension SignalHandlers {
+    /// Stop requests as `.stop` inputs of the event loop.
+    convenience init(stop: AsyncStream<AgentInput>.Continuation) {
+        self.init { stop.yield(.stop) }
     }
-
-    func cancel() { sources.forEach { $0.cancel() } }
 }

@@ -3,7 +3,7 @@ import Glibc
 #endif
 
 /// A POSIX thread for blocking work (the MQTT network loop), kept off Swift's cooperative pool.
-final class DedicatedThread: Sendable {
+public final class DedicatedThread: Sendable {
     private final class Body {
         let run: @Sendable () -> Void
         init(_ run: @escaping @Sendable () -> Void) { self.run = run }
@@ -11,7 +11,7 @@ final class DedicatedThread: Sendable {
 
     private nonisolated(unsafe) var thread = pthread_t()
 
-    init(_ run: @escaping @Sendable () -> Void) {
+    public init(_ run: @escaping @Sendable () -> Void) {
         let body = Unmanaged.passRetained(Body(run)).toOpaque()
         let rc = pthread_create(&thread, nil, { arg in
             let body = Unmanaged<Body>.fromOpaque(arg!).takeRetainedValue()
@@ -22,19 +22,19 @@ final class DedicatedThread: Sendable {
     }
 
     /// Waits for the thread to finish. Call once.
-    func join() {
+    public func join() {
         pthread_join(thread, nil)
     }
 }
 
 /// Monotonic seconds, for timeouts and backoff on the network thread.
-func monotonicSeconds() -> Double {
+public func monotonicSeconds() -> Double {
     var ts = timespec()
     clock_gettime(CLOCK_MONOTONIC, &ts)
     return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
 }
 
 /// Sleeps the calling (dedicated) thread.
-func sleepThread(microseconds: UInt32) {
+public func sleepThread(microseconds: UInt32) {
     _ = usleep(microseconds)
 }
