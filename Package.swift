@@ -39,6 +39,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "parkwise-agent", targets: ["parkwise-agent"]),
+        .executable(name: "parkwise-bridge", targets: ["parkwise-bridge"]),
     ],
     targets: [
         // C libraries from Debian, found with pkg-config. Only adapters import them.
@@ -48,6 +49,8 @@ let package = Package(
                        providers: [.apt(["libmosquitto-dev"])]),
         .systemLibrary(name: "CYAML", path: "Sources/CYAML", pkgConfig: "yaml-0.1",
                        providers: [.apt(["libyaml-dev"])]),
+        .systemLibrary(name: "CPostgres", path: "Sources/CPostgres", pkgConfig: "libpq",
+                       providers: [.apt(["libpq-dev"])]),
         // adjtimex(2): whether NTP has set the clock (a header of the C library, nothing to link).
         .systemLibrary(name: "CTimex", path: "Sources/CTimex"),
 
@@ -66,11 +69,19 @@ let package = Package(
         .target(name: "Simulation", dependencies: ["ParkWiseCore"], path: "Sources/Simulation"),
         // Outbox and MQTT session (libmosquitto).
         .target(name: "Uplink", dependencies: ["ParkWiseContract", "ParkWiseLog", "CMosquitto"], path: "Sources/Uplink"),
+        // PostgreSQL through libpq: one owner per handle, parameterized statements only.
+        .target(name: "Postgres", dependencies: ["CPostgres"], path: "Sources/Postgres"),
+        // Command-line conventions shared by the agent and the bridge: specs, help, exit codes, signals.
+        .target(name: "ParkWiseCLI", dependencies: ["ParkWiseCore", "ParkWiseLog"], path: "Sources/CLI"),
         // Composition root and CLI.
         .executableTarget(name: "parkwise-agent",
-                          dependencies: ["ParkWiseCore", "ParkWiseContract", "ParkWiseLog", "ConfigFile",
+                          dependencies: ["ParkWiseCore", "ParkWiseContract", "ParkWiseLog", "ParkWiseCLI", "ConfigFile",
                                          "GPIO", "Simulation", "Uplink", "CTimex"],
                           path: "Sources/Agent"),
+        // The backend half: MQTT feed -> ParkWise's PostgreSQL tables.
+        .executableTarget(name: "parkwise-bridge",
+                          dependencies: ["ParkWiseContract", "ParkWiseLog", "ParkWiseCLI", "ConfigFile", "Uplink", "Postgres"],
+                          path: "Sources/Bridge"),
         // Release-mode benchmarks: swift run -c release parkwise-bench
         .executableTarget(name: "parkwise-bench",
                           dependencies: ["ParkWiseCore", "Simulation", "ConfigFile", "ParkWiseContract", "Uplink"],
@@ -78,7 +89,11 @@ let package = Package(
 
         .testTarget(name: "CoreTests", dependencies: ["ParkWiseCore", "ConfigFile", "Simulation", "ParkWiseContract"],
                     path: "Tests/CoreTests"),
-        .testTarget(name: "AgentTests", dependencies: ["ParkWiseContract", "Uplink"], path: "Tests/AgentTests"),
+        // Test helpers shared by the end-to-end test targets: child processes, a private mosquitto.
+        .target(name: "TestSupport", path: "Tests/TestSupport"),
+        .testTarget(name: "AgentTests", dependencies: ["ParkWiseContract", "Uplink", "TestSupport"], path: "Tests/AgentTests"),
+        // The bridge against a private PostgreSQL 15, a private mosquitto and the real agent.
+        .testTarget(name: "BridgeTests", dependencies: ["TestSupport"], path: "Tests/BridgeTests"),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -5,6 +5,12 @@ import ParkWiseCore
 public enum ConfigFile {
     /// Every problem is reported at once (`ConfigIssues`), each with file:line:col and a hint.
     public static func load(path: String) throws(ConfigIssues) -> AgentConfig {
+        try ConfigReader.read(try tree(path: path), file: path)
+    }
+
+    /// The file's YAML as a `ConfigNode` tree, for other readers (the bridge's config); the same
+    /// file:line:col problems as `load`.
+    public static func tree(path: String) throws(ConfigIssues) -> ConfigNode {
         let files = FileManager.default
         var isDirectory = false
         let problem: String? =
@@ -16,7 +22,7 @@ public enum ConfigFile {
                                             message: "cannot read the config file: \(problem ?? "read error")",
                                             hint: "check the path, and that the agent's user may read the file")])
         }
-        return try parse(Array(data), file: path)
+        return try YAMLParser.parse(Array(data), file: path)
     }
 
     public static func parse(_ bytes: [UInt8], file: String) throws(ConfigIssues) -> AgentConfig {

@@ -57,16 +57,25 @@ public struct StatusPayload: Codable, Sendable, Hashable {
     public var configHash: String?
     public var boot: UInt64?
     public var since: String?
+    /// Absent for a live feed (real sensors); `simulated` (traffic simulator) or `replay` (a recorded
+    /// trace) otherwise: a backend must not write such a feed into real tables unless told to.
+    public var mode: String?
 
-    public init(state: String, version: String? = nil, configHash: String? = nil, boot: UInt64? = nil, since: String? = nil) {
+    public init(state: String, version: String? = nil, configHash: String? = nil, boot: UInt64? = nil, since: String? = nil,
+                mode: String? = nil) {
         self.state = state
         self.version = version
         self.configHash = configHash
         self.boot = boot
         self.since = since
+        self.mode = mode
     }
 
-    enum CodingKeys: String, CodingKey { case state, version, configHash = "config_hash", boot, since }
+    /// The `mode` of a feed driven by the traffic simulator or a trace.
+    public static let simulatedMode = "simulated"
+    public static let replayMode = "replay"
+
+    enum CodingKeys: String, CodingKey { case state, version, configHash = "config_hash", boot, since, mode }
 }
 
 /// Retained on `.../state/spot/<id>`.
@@ -76,20 +85,26 @@ public struct SpotStatePayload: Codable, Sendable, Hashable {
     /// When this state began; null when it was already so when the agent started.
     public var since: String?
     public var checkedIn: Bool
+    /// The device's `seq` of its last event when this state was published: the state already
+    /// includes every event up to it, so a consumer applies an event to the spot only when its seq
+    /// is higher (a replayed older event never overwrites it). Absent from agents before it existed.
+    public var seq: UInt64?
 
-    public init(state: String, since: String?, checkedIn: Bool) {
+    public init(state: String, since: String?, checkedIn: Bool, seq: UInt64? = nil) {
         self.state = state
         self.since = since
         self.checkedIn = checkedIn
+        self.seq = seq
     }
 
-    enum CodingKeys: String, CodingKey { case state, since, checkedIn = "checked_in" }
+    enum CodingKeys: String, CodingKey { case state, since, checkedIn = "checked_in", seq }
 
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encode(state, forKey: .state)
         try c.encode(since, forKey: .since)
         try c.encode(checkedIn, forKey: .checkedIn)
+        try c.encodeIfPresent(seq, forKey: .seq)
     }
 }
 

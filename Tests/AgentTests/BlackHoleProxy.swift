@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 
 /// A TCP proxy on 127.0.0.1 in front of a broker. `swallow()` makes every connection open at that
 /// moment a black hole — bytes are read and dropped both ways, nothing is closed (a half-open link,

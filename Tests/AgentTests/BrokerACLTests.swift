@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// The broker of deploy/mosquitto (mosquitto.conf, acl.conf, make-certs.sh) on free loopback ports:

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import ParkWiseContract
 import Testing
 
@@ -242,6 +243,8 @@ let contractTrace = """
         let level = live.first { $0.topic.hasSuffix("/state/level/P2") && $0.json["source"] as? String == "unknown" }
         let spot = live.first { $0.topic.contains("/state/spot/") }
         let online = live.first { $0.topic.hasSuffix("/status") && $0.json["state"] as? String == "online" }
+        // A replayed trace is marked as such, so a backend bridge can refuse to take it for real sensors.
+        #expect(online?.json["mode"] as? String == "replay", "\(online?.payload ?? "no online status")")
         let failedReply = live.first { $0.topic.hasSuffix("/reply") && $0.json["ok"] as? Bool == false }
         let broken: [(String, Received?, (inout [String: Any]) -> Void)] = [
             ("event", first("spot.occupied"), { $0["seq"] = nil }),
@@ -258,6 +261,7 @@ let contractTrace = """
             ("level-state", level, { $0["lane_count"] = nil }),
             ("spot-state", spot, { $0["state"] = "maybe" }),
             ("status", online, { $0["version"] = nil }),
+            ("status", online, { $0["mode"] = "live" }),
             ("reply", failedReply, { $0["error"] = nil }),
         ]
         for (i, (schema, message, change)) in broken.enumerated() {

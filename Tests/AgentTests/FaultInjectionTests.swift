@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// Eight spots with no debounce, so every line change in a trace is one event.

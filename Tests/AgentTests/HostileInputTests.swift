@@ -1,6 +1,7 @@
 import Foundation
 import ParkWiseContract
 import Testing
+import TestSupport
 import Uplink
 
 /// Inputs that used to kill the agent with a signal: each is now a clear error and an exit code.

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 
 /// The credentials and TLS files a config names: what `run` refuses, `check-config` reports first,
 /// at the line that names the file, with exit 78.

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// A garage with one ramp into P2 and two spot sensors, fast filters so a test runs in seconds.

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 
 /// Bounded fuzzing of what a start reads from disk: after a run has left events in its outbox, its
 /// files are damaged at random (a flipped bit, a cut, zeros, garbage, a deleted file; one or two

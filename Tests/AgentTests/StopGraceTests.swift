@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 
 /// A graceful stop against a broker that acknowledges nothing waits out its grace (3 s), however
 /// busy the garage's own timers are: only the grace ends the wait.

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// A throwaway CA, a broker certificate for 127.0.0.1 and a device client certificate (openssl).

@@ -3,7 +3,8 @@
 # Safe to run again: installs only what is missing.
 set -euo pipefail
 
-packages=(pkg-config libgpiod-dev gpiod libmosquitto-dev mosquitto mosquitto-clients libyaml-dev openssl python3-jsonschema)
+packages=(pkg-config libgpiod-dev gpiod libmosquitto-dev mosquitto mosquitto-clients libyaml-dev openssl python3-jsonschema
+          postgresql libpq-dev)
 
 if ! command -v swift >/dev/null 2>&1; then
     echo "setup: the Swift 6 toolchain is not on PATH." >&2

@@ -1,3 +1,4 @@
+import ParkWiseCLI
 import ConfigFile
 import ParkWiseCore
 
@@ -17,8 +18,7 @@ enum CheckConfigCommand {
                 + "\(count(config.spots.count, "spot")), \(count(config.inputs.count, "input")), board \(describe(config.board))")
             return ExitCode.success
         } catch {
-            printError(error.description)
-            printError("\(path): \(error.issues.count) problem\(error.issues.count == 1 ? "" : "s") found")
+            printConfigProblems(error, path: path)
             return ExitCode.config
         }
     }

@@ -1,3 +1,4 @@
+import ParkWiseCLI
 import ConfigFile
 import Glibc
 import ParkWiseCore

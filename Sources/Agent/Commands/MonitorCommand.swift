@@ -1,3 +1,4 @@
+import ParkWiseCLI
 import FoundationEssentials
 import ParkWiseContract
 import ParkWiseCore

@@ -1,3 +1,4 @@
+import ParkWiseCLI
 import ConfigFile
 import Dispatch
 import FoundationEssentials
@@ -59,7 +60,7 @@ enum RunCommand {
         let runtime: AgentRuntime
         do {
             runtime = try AgentRuntime(config: config, source: source, clock: clock, credentials: credentials,
-                                       options: .init(configHash: ConfigFile.hash(path: path)))
+                                       options: .init(configHash: ConfigFile.hash(path: path), mode: source.mode))
         } catch {
             // Restarting cannot heal a count at its end: exit as for a config error, which systemd does not restart.
             printError("error: \(error)")
@@ -73,32 +74,9 @@ enum RunCommand {
 
 }
 
-/// First SIGTERM/SIGINT: graceful stop through the event loop. Second: forced exit. A repeat within
-/// half a second is the same request delivered twice (to the process and to its group, as
-/// `timeout` does) and does not force anything.
-final class SignalHandlers {
-    private let sources: [any DispatchSourceSignal]
-
-    init(stop: AsyncStream<AgentInput>.Continuation) {
-        let first = Atomic<Int64>(0)
-        sources = [SIGTERM, SIGINT].map { number in
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler {
-                let now = AgentClock.read(CLOCK_MONOTONIC)
-                let (exchanged, previous) = first.compareExchange(expected: 0, desired: now, ordering: .relaxed)
-                if exchanged {
-                    Log.info("stop requested", ["signal": number == SIGTERM ? "TERM" : "INT"])
-                    stop.yield(.stop)
-                } else if now - previous > 500_000_000 {
-                    Log.warn("second stop signal, forced exit", [:])
-                    _exit(ExitCode.failure)
-                }
-            }
-            source.resume()
-            return source
-        }
+extension SignalHandlers {
+    /// Stop requests as `.stop` inputs of the event loop.
+    convenience init(stop: AsyncStream<AgentInput>.Continuation) {
+        self.init { stop.yield(.stop) }
     }
-
-    func cancel() { sources.forEach { $0.cancel() } }
 }

@@ -1,3 +1,5 @@
+import ParkWiseCLI
+
 enum AgentVersion {
     static let current = "0.1.0"
 }

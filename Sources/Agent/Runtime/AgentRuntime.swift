@@ -1,3 +1,4 @@
+import ParkWiseCLI
 import ParkWiseContract
 import ParkWiseCore
 import ParkWiseLog
@@ -13,6 +14,8 @@ actor AgentRuntime {
 
     struct Options {
         var configHash: String?
+        /// The status `mode` (nil: live sensors).
+        var mode: String?
         /// How long a graceful stop waits for the broker to acknowledge what is in flight.
         var stopGrace: Duration = .seconds(3)
     }
@@ -56,7 +59,7 @@ actor AgentRuntime {
         let continuation = self.continuation
         link = MQTTLink(settings: settings) { continuation.yield(.uplink($0)) }
         let birth = StatusPayload(state: "online", version: AgentVersion.current, configHash: options.configHash,
-                                  boot: stamper.state.boot, since: stamper.wallTime(clock.now()))
+                                  boot: stamper.state.boot, since: stamper.wallTime(clock.now()), mode: options.mode)
         let outbox: any Outbox
         var outboxHighest: UInt64 = 0
         do {

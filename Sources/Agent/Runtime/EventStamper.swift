@@ -75,7 +75,7 @@ struct EventStamper {
     }
 
     func spotState(_ s: SpotSnapshot) -> SpotStatePayload {
-        SpotStatePayload(state: s.occupancy.rawValue, since: s.since.map(wallTime), checkedIn: s.checkedIn)
+        SpotStatePayload(state: s.occupancy.rawValue, since: s.since.map(wallTime), checkedIn: s.checkedIn, seq: state.seq)
     }
 
     func levelState(_ l: LevelSnapshot) -> LevelStatePayload {

@@ -1,4 +1,5 @@
 import GPIO
+import ParkWiseContract
 import ParkWiseCore
 import Simulation
 
@@ -8,6 +9,15 @@ enum LineSource {
     case board(GPIOBoard)
     case simulator(TrafficSimulator)
     case trace([TimedChange])
+
+    /// How the birth message marks the feed: nil for a board, so only real sensors look live.
+    var mode: String? {
+        switch self {
+        case .board: return nil
+        case .simulator: return StatusPayload.simulatedMode
+        case .trace: return StatusPayload.replayMode
+        }
+    }
 
     /// The level of every input at start: read from the board, all inactive otherwise.
     func initialLevels(count: Int) -> [Bool] {

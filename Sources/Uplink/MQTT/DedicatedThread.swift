@@ -4,17 +4,17 @@ import Glibc
 import Synchronization
 
 /// A POSIX thread for blocking work (the MQTT network loop), kept off Swift's cooperative pool.
-final class DedicatedThread: Sendable {
+public final class DedicatedThread: Sendable {
     private final class Body {
         let run: @Sendable () -> Void
-        init(_ run: @escaping @Sendable () -> Void) { self.run = run }
+        public init(_ run: @escaping @Sendable () -> Void) { self.run = run }
     }
 
     private nonisolated(unsafe) var thread = pthread_t()
     private final class Finished: Sendable { let flag = Atomic<Bool>(false) }
     private let finished = Finished()
 
-    init(_ run: @escaping @Sendable () -> Void) {
+    public init(_ run: @escaping @Sendable () -> Void) {
         let body = Unmanaged.passRetained(Body { [finished] in
             run()
             finished.flag.store(true, ordering: .releasing)
@@ -42,16 +42,21 @@ final class DedicatedThread: Sendable {
         pthread_join(thread, nil)
         return true
     }
+
+    /// Waits for the thread to finish, however long it takes. Call once.
+    public func join() {
+        pthread_join(thread, nil)
+    }
 }
 
 /// Monotonic seconds, for timeouts and backoff on the network thread.
-func monotonicSeconds() -> Double {
+public func monotonicSeconds() -> Double {
     var ts = timespec()
     clock_gettime(CLOCK_MONOTONIC, &ts)
     return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
 }
 
 /// Sleeps the calling (dedicated) thread.
-func sleepThread(microseconds: UInt32) {
+public func sleepThread(microseconds: UInt32) {
     _ = usleep(microseconds)
 }

@@ -49,7 +49,7 @@ final class MosquittoConnection: @unchecked Sendable {
         guard libraryReady else { throw UplinkError(.library, "libmosquitto failed to initialise") }
         let context = Unmanaged.passRetained(CallbackContext(number: number, broker: broker.description,
                                                              emit: emit))
-        guard let handle = mosquitto_new(settings.clientID, true, context.toOpaque()) else {
+        guard let handle = mosquitto_new(settings.clientID, settings.cleanSession, context.toOpaque()) else {
             context.release()
             throw UplinkError(.library, "cannot create an MQTT client (out of memory?)")
         }

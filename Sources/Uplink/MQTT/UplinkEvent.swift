@@ -42,6 +42,9 @@ public struct LinkSettings: Sendable {
     public var tls: (ca: String?, cert: String?, key: String?)?
     /// 4 (MQTT 3.1.1) or 5.
     public var protocolVersion: Int32 = 4
+    /// false: a persistent session (the broker keeps the subscriptions and queues QoS 1 messages
+    /// for this client id while it is away), as a consumer like the backend bridge needs.
+    public var cleanSession = true
 
     public init(brokers: [Broker], clientID: String, keepaliveSeconds: Int, will: (topic: String, payload: [UInt8])?,
                 username: String? = nil, password: String? = nil, subscriptions: [String]) {

@@ -1,35 +1,59 @@
 /// A parsed command line: positional arguments, `--option value` pairs and `--flag`s, checked
 /// against what the command declares. Layout and exit codes follow swift-argument-parser.
-struct ParsedArguments {
-    var positionals: [String] = []
-    var options: [String: String] = [:]
-    var flags: Set<String> = []
+public struct ParsedArguments {
+    public var positionals: [String] = []
+    public var options: [String: String] = [:]
+    public var flags: Set<String> = []
 
-    func option(_ name: String) -> String? { options[name] }
-    func flag(_ name: String) -> Bool { flags.contains(name) }
+    public init() {}
+
+    public func option(_ name: String) -> String? { options[name] }
+    public func flag(_ name: String) -> Bool { flags.contains(name) }
 }
 
-struct CommandSpec {
-    struct Argument {
-        var name: String
-        var help: String
-        var optional = false
+public struct CommandSpec: Sendable {
+    /// The program name usage lines show; set once in `main` before anything else runs.
+    nonisolated(unsafe) public static var program = "parkwise-agent"
+
+    public struct Argument: Sendable {
+        public var name: String
+        public var help: String
+        public var optional = false
+        public init(name: String, help: String, optional: Bool = false) {
+            self.name = name
+            self.help = help
+            self.optional = optional
+        }
     }
-    struct Option {
-        var name: String
-        var value: String?   // nil: a flag
-        var help: String
-        var required = false
+    public struct Option: Sendable {
+        public var name: String
+        public var value: String?   // nil: a flag
+        public var help: String
+        public var required = false
+        public init(name: String, value: String?, help: String, required: Bool = false) {
+            self.name = name
+            self.value = value
+            self.help = help
+            self.required = required
+        }
     }
 
-    var name: String
-    var abstract: String
-    var discussion: String?
-    var arguments: [Argument] = []
-    var options: [Option] = []
+    public var name: String
+    public var abstract: String
+    public var discussion: String?
+    public var arguments: [Argument] = []
+    public var options: [Option] = []
 
-    var usage: String {
-        var parts = ["parkwise-agent", name]
+    public init(name: String, abstract: String, discussion: String? = nil, arguments: [Argument] = [], options: [Option] = []) {
+        self.name = name
+        self.abstract = abstract
+        self.discussion = discussion
+        self.arguments = arguments
+        self.options = options
+    }
+
+    public var usage: String {
+        var parts = [CommandSpec.program, name]
         for o in options {
             let text = o.value.map { "--\(o.name) <\($0)>" } ?? "--\(o.name)"
             parts.append(o.required ? text : "[\(text)]")
@@ -38,7 +62,7 @@ struct CommandSpec {
         return parts.joined(separator: " ")
     }
 
-    var help: String {
+    public var help: String {
         var text = "OVERVIEW: \(abstract)\n"
         if let discussion { text += "\n\(discussion)\n" }
         text += "\nUSAGE: \(usage)\n"
@@ -52,7 +76,7 @@ struct CommandSpec {
         return text
     }
 
-    func parse(_ args: [String]) throws(UsageError) -> ParsedArguments {
+    public func parse(_ args: [String]) throws(UsageError) -> ParsedArguments {
         var parsed = ParsedArguments()
         var i = 0
         while i < args.count {
@@ -104,37 +128,43 @@ struct CommandSpec {
 }
 
 /// `text` followed by spaces up to `width` columns (as is when longer): table columns in CLI output.
-func padded(_ text: String, _ width: Int) -> String {
+public func padded(_ text: String, _ width: Int) -> String {
     text.count >= width ? text : text + String(repeating: " ", count: width - text.count)
 }
 
-func row(_ left: String, _ right: String) -> String {
+public func row(_ left: String, _ right: String) -> String {
     let pad = left.count < 24 ? String(repeating: " ", count: 24 - left.count) : "\n" + String(repeating: " ", count: 26)
     return "  \(left)\(pad)\(right)\n"
 }
 
 /// A command line that cannot be run: printed in swift-argument-parser's layout, exit 64.
-struct UsageError: Error {
-    var command: CommandSpec?
-    var message: String
-    var helpLine: String?
+public struct UsageError: Error {
+    public var command: CommandSpec?
+    public var message: String
+    public var helpLine: String?
 
-    var text: String {
+    public init(command: CommandSpec? = nil, message: String, helpLine: String? = nil) {
+        self.command = command
+        self.message = message
+        self.helpLine = helpLine
+    }
+
+    public var text: String {
         var text = "Error: \(message)\n"
         if let helpLine { text += "Help: " + helpLine.drop(while: { $0 == " " }) }
         if let command {
-            text += "Usage: \(command.usage)\n  See 'parkwise-agent help \(command.name)' for more information.\n"
+            text += "Usage: \(command.usage)\n  See '\(CommandSpec.program) help \(command.name)' for more information.\n"
         } else {
-            text += "Usage: parkwise-agent <subcommand>\n  See 'parkwise-agent --help' for more information.\n"
+            text += "Usage: \(CommandSpec.program) <subcommand>\n  See '\(CommandSpec.program) --help' for more information.\n"
         }
         return text
     }
 }
 
 /// sysexits.h codes, as swift-argument-parser uses them.
-enum ExitCode {
-    static let success: Int32 = 0
-    static let failure: Int32 = 1
-    static let usage: Int32 = 64
-    static let config: Int32 = 78
+public enum ExitCode {
+    public static let success: Int32 = 0
+    public static let failure: Int32 = 1
+    public static let usage: Int32 = 64
+    public static let config: Int32 = 78
 }

@@ -1,0 +1,209 @@
+/// Every statement the bridge runs while applying the feed. Parameters only (`$n`), never spliced
+/// values. Row locks on the backend's tables are taken with SKIP LOCKED, as the simulator does, so
+/// an API transaction is never waited for: a skipped spot is re-asserted on the next sweep.
+enum SQL {
+    // MARK: Devices
+
+    static let lockDevice = "SELECT boot, last_seq FROM sensor_devices WHERE site = $1 AND device = $2 FOR UPDATE"
+
+    static let online = """
+        INSERT INTO sensor_devices AS d (site, device, boot, online, mode, online_since, offline_since, stale)
+        VALUES ($1, $2, $3::bigint, true, $5, $4::timestamptz, NULL, false)
+        ON CONFLICT (site, device) DO UPDATE SET
+          boot = EXCLUDED.boot, online = true, mode = EXCLUDED.mode, online_since = EXCLUDED.online_since,
+          offline_since = NULL, stale = false, updated_at = now(),
+          last_seq = CASE WHEN $6::boolean THEN 0 ELSE d.last_seq END
+        WHERE EXCLUDED.boot >= d.boot OR $6::boolean
+        """
+
+    /// A device whose state directory was lost counts again from seq 1: its spots' order restarts too.
+    static let resetSpotOrder = "UPDATE sensor_spots SET seq = 0 WHERE site = $1 AND device = $2"
+
+    static let offline = """
+        INSERT INTO sensor_devices AS d (site, device, boot, online, offline_since)
+        VALUES ($1, $2, $3::bigint, false, now())
+        ON CONFLICT (site, device) DO UPDATE SET
+          boot = EXCLUDED.boot, online = false, offline_since = coalesce(d.offline_since, now()), updated_at = now()
+        WHERE EXCLUDED.boot >= d.boot
+        """
+
+    static let ensureDevice = """
+        INSERT INTO sensor_devices (site, device, boot) VALUES ($1, $2, $3::bigint) ON CONFLICT (site, device) DO NOTHING
+        """
+
+    static let advanceSeq = """
+        UPDATE sensor_devices SET last_seq = greatest(last_seq, $3::bigint), boot = greatest(boot, $4::bigint),
+          updated_at = now()
+        WHERE site = $1 AND device = $2
+        """
+
+    /// Devices offline past the stale timeout, marked once.
+    static let markStale = """
+        UPDATE sensor_devices SET stale = true, updated_at = now()
+        WHERE NOT online AND NOT stale AND offline_since < now() - make_interval(secs => $1::double precision)
+        RETURNING site, device
+        """
+
+    static let onlineDevices = "SELECT site, device FROM sensor_devices WHERE online"
+    static let deviceModes = "SELECT site, device, mode, online FROM sensor_devices"
+
+    // MARK: Events
+
+    /// Dedupe: a row comes back only for an id not seen before.
+    static let insertEvent = """
+        INSERT INTO sensor_events (id, site, device, seq, boot, type, at, payload)
+        VALUES ($1::uuid, $2, $3, $4::bigint, $5::bigint, $6, $7::timestamptz, $8::jsonb)
+        ON CONFLICT (id) DO NOTHING
+        RETURNING id
+        """
+
+    static let insertGap = """
+        INSERT INTO sensor_gaps (site, device, first_seq, last_seq, declared, dropped)
+        VALUES ($1, $2, $3::bigint, $4::bigint, $5::boolean, $6::int)
+        """
+
+    static let insertFault = """
+        INSERT INTO sensor_faults (event_id, site, device, subject, input, reason, at)
+        VALUES ($1::uuid, $2, $3, $4, $5, $6, $7::timestamptz) ON CONFLICT (event_id) DO NOTHING
+        """
+
+    static let recoverFault = """
+        UPDATE sensor_faults SET recovered_at = $5::timestamptz
+        WHERE site = $1 AND device = $2 AND subject = $3 AND input IS NOT DISTINCT FROM $4 AND recovered_at IS NULL
+        """
+
+    static let telemetry = """
+        INSERT INTO telemetry_events (user_id, name, properties)
+        VALUES (NULL, $1, $2::jsonb || jsonb_build_object('site', $3::text, 'device', $4::text))
+        """
+
+    // MARK: Spots
+
+    static let knownSpots = "SELECT id FROM spots"
+
+    /// The sensor's view of one spot, kept only when it is not older than what is stored: an event
+    /// needs a higher seq, a state at least the same (it already includes that event). Without a seq
+    /// (agents before the field existed) the last message wins.
+    static let sensorSpot = """
+        INSERT INTO sensor_spots AS s (spot_id, site, device, state, since, checked_in, seq, updated_at)
+        VALUES ($1, $2, $3, $4, $5::timestamptz, $6::boolean, coalesce($7::bigint, 0), now())
+        ON CONFLICT (spot_id) DO UPDATE SET
+          site = EXCLUDED.site, device = EXCLUDED.device, state = EXCLUDED.state, since = EXCLUDED.since,
+          checked_in = EXCLUDED.checked_in, seq = greatest(s.seq, EXCLUDED.seq), updated_at = now()
+        WHERE $7::bigint IS NULL OR $7::bigint > s.seq OR (NOT $8::boolean AND $7::bigint = s.seq)
+        RETURNING spot_id
+        """
+
+    static let unknownSpot = """
+        INSERT INTO sensor_unknown_spots AS u (site, device, spot_id) VALUES ($1, $2, $3)
+        ON CONFLICT (site, device, spot_id) DO UPDATE SET last_seen = now(), reports = u.reports + 1
+        """
+
+    /// What `spots` should say, for the given spots ($1) and every spot of the given devices
+    /// ($2 sites, $3 devices, pairwise), or for all sensor spots ($4): unknown or stale -> disabled
+    /// (never free), occupied, reserved while a user's active reservation holds it, else free.
+    /// Spots an administrator disabled are left alone.
+    static let reassert = """
+        WITH want AS (
+          SELECT ss.spot_id,
+                 CASE WHEN coalesce(d.stale, false) OR ss.state = 'unknown' THEN 'disabled'
+                      WHEN ss.state = 'occupied' THEN 'occupied'
+                      WHEN EXISTS (SELECT 1 FROM reservations r WHERE r.spot_id = ss.spot_id AND r.status = 'active')
+                        THEN 'reserved'
+                      ELSE 'free' END AS status,
+                 coalesce(ss.since, ss.updated_at) AS at
+          FROM sensor_spots ss
+          LEFT JOIN sensor_devices d ON d.site = ss.site AND d.device = ss.device
+          WHERE $4::boolean OR ss.spot_id = ANY($1::text[])
+             OR (ss.site, ss.device) IN (SELECT * FROM unnest($2::text[], $3::text[]))
+        ), target AS (
+          SELECT sp.id, w.status, w.at FROM spots sp JOIN want w ON w.spot_id = sp.id
+          WHERE NOT (sp.status = 'disabled' AND sp.source IS DISTINCT FROM 'sensor')
+            AND (sp.status <> w.status OR sp.source IS DISTINCT FROM 'sensor'
+                 OR (w.status = 'free' AND sp.held_by IS NOT NULL))
+          FOR UPDATE OF sp SKIP LOCKED
+        )
+        UPDATE spots sp SET status = t.status, source = 'sensor', updated_at = t.at,
+               held_by = CASE WHEN t.status = 'free' THEN NULL ELSE sp.held_by END
+        FROM target t WHERE sp.id = t.id
+        RETURNING sp.id
+        """
+
+    // MARK: Reservations
+
+    /// The sensor saw the vehicle of an active reservation arrive: fulfilled at the arrival time.
+    static let checkIn = """
+        WITH r AS (
+          SELECT id FROM reservations
+          WHERE spot_id = $1 AND status = 'active' AND created_at <= $2::timestamptz AND expires_at >= $2::timestamptz
+          LIMIT 1 FOR UPDATE SKIP LOCKED
+        )
+        UPDATE reservations SET status = 'fulfilled', checked_in_at = $2::timestamptz FROM r
+        WHERE reservations.id = r.id
+        RETURNING reservations.id
+        """
+
+    /// A checked-in vehicle left: its reservation is released at the departure time.
+    static let checkOut = """
+        WITH r AS (
+          SELECT id FROM reservations
+          WHERE spot_id = $1 AND status = 'fulfilled' AND released_at IS NULL AND checked_in_at <= $2::timestamptz
+          LIMIT 1 FOR UPDATE SKIP LOCKED
+        )
+        UPDATE reservations SET status = 'released', released_at = $2::timestamptz FROM r
+        WHERE reservations.id = r.id
+        RETURNING reservations.id
+        """
+
+    // MARK: Levels and snapshots
+
+    static let level = """
+        INSERT INTO sensor_levels AS l (site, device, level_code, capacity, occupied, source)
+        VALUES ($1, $2, $3, $4::int, $5::int, $6)
+        ON CONFLICT (site, device, level_code) DO UPDATE SET
+          capacity = EXCLUDED.capacity, occupied = EXCLUDED.occupied, source = EXCLUDED.source, updated_at = now()
+        """
+
+    /// One row per level per slot, like the simulator's: levels with spot sensors are counted from
+    /// `spots` (disabled spots are not in the total, so an unknown spot is never counted free);
+    /// levels counted by lanes only take the level state, and none while its count is unknown.
+    static let snapshot = """
+        WITH slot AS (SELECT to_timestamp(floor(extract(epoch FROM now()) / $1::double precision) * $1::double precision) AS taken_at),
+        sensed AS (
+          SELECT sp.level_code, count(*) FILTER (WHERE sp.status <> 'disabled') AS total,
+                 count(*) FILTER (WHERE sp.status = 'free') AS free,
+                 count(*) FILTER (WHERE sp.status = 'reserved') AS reserved,
+                 count(*) FILTER (WHERE sp.status = 'occupied') AS occupied
+          FROM spots sp
+          WHERE sp.level_code IN (SELECT s2.level_code FROM spots s2 JOIN sensor_spots ss ON ss.spot_id = s2.id)
+          GROUP BY sp.level_code
+        ),
+        lanes AS (
+          SELECT l.level_code, l.capacity AS total,
+                 (SELECT count(*) FROM spots sp WHERE sp.level_code = l.level_code AND sp.status = 'reserved') AS reserved,
+                 l.occupied
+          FROM sensor_levels l
+          WHERE l.source = 'lanes' AND l.occupied IS NOT NULL AND l.level_code NOT IN (SELECT level_code FROM sensed)
+            AND l.level_code IN (SELECT code FROM levels)
+        )
+        INSERT INTO occupancy_snapshots (level_code, taken_at, total, free, reserved, occupied, source)
+        SELECT level_code, (SELECT taken_at FROM slot), total, free, reserved, occupied, 'sensor' FROM sensed
+        UNION ALL
+        SELECT level_code, (SELECT taken_at FROM slot), total, greatest(total - occupied - reserved, 0), reserved, occupied, 'sensor'
+        FROM lanes
+        ON CONFLICT (level_code, taken_at) DO NOTHING
+        RETURNING level_code
+        """
+}
+
+/// A PostgreSQL array literal of text values, for `ANY($n::text[])` parameters.
+func textArray(_ values: some Sequence<String>) -> String {
+    "{" + values.map { "\"" + $0.replacingOccurrences("\\", "\\\\").replacingOccurrences("\"", "\\\"") + "\"" }
+        .joined(separator: ",") + "}"
+}
+
+extension String {
+    fileprivate func replacingOccurrences(_ target: String, _ replacement: String) -> String {
+        split(separator: target, omittingEmptySubsequences: false).joined(separator: replacement)
+    }
+}

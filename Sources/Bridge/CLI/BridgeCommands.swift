@@ -1,0 +1,28 @@
+import ParkWiseCLI
+
+/// The bridge's subcommands, in the order `help` lists them.
+enum BridgeCommands {
+    static let version = "0.1.0"
+
+    static let program = Program(
+        summary: """
+        ParkWise backend bridge: applies the agents' MQTT feed (occupancy, check-ins, faults)
+        to ParkWise's PostgreSQL tables in place of the occupancy simulator.
+        """,
+        version: version,
+        commands: [RunCommand.spec, MigrateCommand.spec, CheckConfigCommand.spec])
+
+    /// Runs the command line; returns the exit code.
+    static func main(_ args: [String]) -> Int32 {
+        switch program.resolve(args) {
+        case .exit(let code): return code
+        case .run(let spec, let parsed):
+            switch spec.name {
+            case RunCommand.spec.name: return RunCommand.run(parsed)
+            case MigrateCommand.spec.name: return MigrateCommand.run(parsed)
+            case CheckConfigCommand.spec.name: return CheckConfigCommand.run(parsed)
+            default: return ExitCode.usage
+            }
+        }
+    }
+}

@@ -1,0 +1,68 @@
+import FoundationEssentials
+import ParkWiseCLI
+import ParkWiseCore
+import Postgres
+
+/// Start-up checks shared by the commands: one clear line and the right exit code for each problem.
+enum Connections {
+    static let databaseOption = CommandSpec.Option(
+        name: "database", value: "url", help: "PostgreSQL URL, e.g. postgresql://parkwise@db:5432/parkwise (default: $DATABASE_URL).")
+
+    enum Opened {
+        case ok(PostgresConnection, url: String)
+        case failed(Int32)
+    }
+
+    /// The database URL from --database or DATABASE_URL, connected.
+    static func database(_ args: ParsedArguments, command: CommandSpec) -> Opened {
+        guard let url = args.option("database") ?? ProcessInfo.processInfo.environment["DATABASE_URL"], !url.isEmpty else {
+            printError(UsageError(command: command, message: "Missing expected argument '--database <url>' (or DATABASE_URL)").text)
+            return .failed(ExitCode.usage)
+        }
+        do {
+            return .ok(try PostgresConnection.connect(url: url), url: redacted(url))
+        } catch {
+            switch error.code {
+            case .badURL:
+                printError(UsageError(command: command, message: error.message).text)
+                return .failed(ExitCode.usage)
+            case .connection, .query:
+                printError("error: \(error)\n    hint: check that PostgreSQL runs and accepts this user from here")
+                return .failed(ExitCode.failure)
+            }
+        }
+    }
+
+    /// Exit code 78 (with a line saying why) when the database is not ParkWise's or not migrated to `version`.
+    static func checkSchema(_ db: PostgresConnection, url: String, needVersion: Int?) -> Int32? {
+        do {
+            let missing = try Migrations.missingBackendTables(db)
+            if !missing.isEmpty {
+                printError("error: \(url) has no ParkWise tables (missing: \(missing.joined(separator: ", ")))\n"
+                           + "    hint: point --database at the backend's database, after the backend has created its schema")
+                return ExitCode.config
+            }
+            if let needVersion {
+                let current = try Migrations.currentVersion(db)
+                if current < needVersion {
+                    printError("error: \(url) is at bridge schema version \(current), this bridge needs \(needVersion)\n"
+                               + "    hint: run parkwise-bridge migrate --database URL first")
+                    return ExitCode.config
+                }
+            }
+            return nil
+        } catch {
+            printError("error: cannot read the database schema: \(error)")
+            return ExitCode.failure
+        }
+    }
+
+    /// `mqtt://HOST:PORT` or `mqtts://…`, or a usage error.
+    static func broker(_ text: String, command: CommandSpec) -> BrokerAddress? {
+        guard let broker = BrokerAddress.parse(text) else {
+            printError(UsageError(command: command, message: "'\(text)' is not a broker address like mqtt://HOST:PORT").text)
+            return nil
+        }
+        return broker
+    }
+}

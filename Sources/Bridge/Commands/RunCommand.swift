@@ -1,0 +1,80 @@
+import ConfigFile
+import FoundationEssentials
+import ParkWiseCLI
+import ParkWiseContract
+import ParkWiseLog
+import Postgres
+import Uplink
+
+enum RunCommand {
+    static let spec = CommandSpec(
+        name: "run", abstract: "Apply the agents' MQTT feed to the backend's database.",
+        discussion: """
+        Subscribes with a fixed client id and a persistent session, so the broker queues the feed
+        while the bridge is away. Writes spots (source 'sensor'), reservation check-ins and
+        check-outs, and occupancy snapshots; see deploy/backend/README.md. The database must have
+        been migrated (parkwise-bridge migrate). SIGTERM or SIGINT stops gracefully (what was
+        received is committed first); a second one forces.
+        """,
+        options: [
+            .init(name: "broker", value: "url", help: "The broker, e.g. mqtt://127.0.0.1:1883 or mqtts://broker:8883.", required: true),
+            Connections.databaseOption,
+            .init(name: "config", value: "file", help: "Bridge settings (YAML): sites, devices, stale_after, …"),
+            .init(name: "start-timeout", value: "seconds", help: "Give up when the broker cannot be reached this long at start (default 10)."),
+            .init(name: "verbose", value: nil, help: "Log every batch (debug level)."),
+        ])
+
+    static func run(_ args: ParsedArguments) -> Int32 {
+        if args.flag("verbose") || ProcessInfo.processInfo.environment["PARKWISE_LOG"] == "debug" { Log.threshold = .debug }
+        guard let broker = Connections.broker(args.option("broker")!, command: spec) else { return ExitCode.usage }
+        guard let timeout = Double(args.option("start-timeout") ?? "10"), timeout > 0 else {
+            printError(UsageError(command: spec, message: "--start-timeout must be a number of seconds").text)
+            return ExitCode.usage
+        }
+        var config = BridgeConfig()
+        if let path = args.option("config") {
+            do { config = try BridgeConfigReader.read(try ConfigFile.tree(path: path), file: path) } catch {
+                printError(error.description)
+                return ExitCode.config
+            }
+        }
+        var password: String?
+        if let file = config.passwordFile {
+            guard let data = FileManager.default.contents(atPath: file) else {
+                printError("error: cannot read the password file \(file)\n    hint: check the path and permissions")
+                return ExitCode.config
+            }
+            password = String(decoding: data, as: UTF8.self).split(separator: "\n").first.map(String.init) ?? ""
+        }
+        let db: PostgresConnection, url: String
+        switch Connections.database(args, command: spec) {
+        case .failed(let code): return code
+        case .ok(let connection, let text): (db, url) = (connection, text)
+        }
+        if let code = Connections.checkSchema(db, url: url, needVersion: Migrations.latest) { return code }
+        let known: [DeviceKey: DeviceGate.Feed]
+        do {
+            known = Dictionary(try db.query(SQL.deviceModes).rows.compactMap { row -> (DeviceKey, DeviceGate.Feed)? in
+                guard let site = row[0], let device = row[1] else { return nil }
+                return (DeviceKey(site: site, device: device), row[2].map { .marked($0) } ?? .live)
+            }, uniquingKeysWith: { a, _ in a })
+        } catch {
+            printError("error: cannot read sensor_devices: \(error)")
+            return ExitCode.failure
+        }
+
+        var link = LinkSettings(brokers: [.init(host: broker.host, port: broker.port, tls: broker.tls)],
+                                clientID: config.clientID, keepaliveSeconds: 30, will: nil,
+                                username: config.username, password: password, subscriptions: config.filters)
+        link.cleanSession = false
+        link.tls = config.tls
+        let databaseURL = args.option("database") ?? ProcessInfo.processInfo.environment["DATABASE_URL"] ?? ""
+        let runtime = BridgeRuntime(settings: .init(databaseURL: databaseURL, link: link, config: config,
+                                                    startTimeout: timeout))
+        Log.info("bridge starting", ["database": url, "broker": broker, "accept_simulated": config.acceptSimulated])
+        let signals = SignalHandlers(onStop: { runtime.requestStop() })
+        let code = runtime.run(db: db, knownFeeds: known)
+        signals.cancel()
+        return code
+    }
+}

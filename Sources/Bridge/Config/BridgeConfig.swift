@@ -1,0 +1,146 @@
+import ParkWiseCore
+
+/// What `run` needs beyond the broker and database URLs. Every field has a default, so the config
+/// file is optional; `check-config` and `run --config` read it with the agent's YAML reader.
+struct BridgeConfig: Sendable {
+    /// Sites whose devices are accepted (nil: every site).
+    var sites: Set<String>?
+    /// `site/device` pairs accepted (nil: every device of an accepted site).
+    var devices: Set<String>?
+    /// A device offline longer than this has its spots taken out of the free count.
+    var staleAfter: Duration = .seconds(120)
+    /// One `occupancy_snapshots` row per level per slot of this length (the backend's 15 minutes).
+    var snapshotEvery: Duration = .seconds(900)
+    /// Write feeds marked `simulated` or `replay` (a demo); refused otherwise.
+    var acceptSimulated = false
+    /// The MQTT client id: fixed, so the broker keeps this bridge's session while it is away.
+    var clientID = "parkwise-bridge"
+    /// Several bridges share the feed through `$share/<group>/…` (nil: a plain subscription).
+    var shareGroup: String?
+    /// How often the bridge re-asserts what its sensors see over the backend's own writes.
+    var reassertEvery: Duration = .seconds(5)
+    /// Messages applied per transaction at most.
+    var batchSize = 500
+    var username: String?
+    var passwordFile: String?
+    var tls: (ca: String?, cert: String?, key: String?)?
+
+    func accepts(_ key: DeviceKey) -> Bool {
+        (sites?.contains(key.site) ?? true) && (devices?.contains(key.description) ?? true)
+    }
+
+    /// The subscription filter: every site's feed, or each accepted site's.
+    var filters: [String] {
+        let bases = sites.map { $0.sorted().map { "parkwise/v1/\($0)/#" } } ?? ["parkwise/v1/+/#"]
+        return bases.map { base in shareGroup.map { "$share/\($0)/\(base)" } ?? base }
+    }
+}
+
+/// Reads a `BridgeConfig` from a YAML tree, collecting every problem with its place.
+struct BridgeConfigReader {
+    let file: String
+    private(set) var issues: [ConfigIssue] = []
+
+    init(file: String) { self.file = file }
+
+    static let keys = ["sites", "devices", "stale_after", "snapshot_every", "accept_simulated", "client_id",
+                       "share_group", "reassert_every", "batch_size", "username", "password_file", "tls"]
+
+    static func read(_ root: ConfigNode, file: String) throws(ConfigIssues) -> BridgeConfig {
+        var reader = BridgeConfigReader(file: file)
+        let config = reader.read(root)
+        guard reader.issues.isEmpty else { throw ConfigIssues(reader.issues) }
+        return config
+    }
+
+    mutating func read(_ root: ConfigNode) -> BridgeConfig {
+        var config = BridgeConfig()
+        if root.isNull { return config }
+        guard case .mapping(let pairs) = root.value else {
+            issue(root, "the bridge config must be a mapping of settings", hint: "e.g. `stale_after: 2m`")
+            return config
+        }
+        for (keyNode, value) in pairs {
+            let key = keyNode.text ?? ""
+            switch key {
+            case "sites": config.sites = names(value).map(Set.init)
+            case "devices": config.devices = names(value).map(Set.init)
+            case "stale_after": duration(value).map { config.staleAfter = $0 }
+            case "snapshot_every": duration(value).map { config.snapshotEvery = $0 }
+            case "reassert_every": duration(value).map { config.reassertEvery = $0 }
+            case "accept_simulated": boolean(value).map { config.acceptSimulated = $0 }
+            case "client_id": text(value).map { config.clientID = $0 }
+            case "share_group": text(value).map { config.shareGroup = $0 }
+            case "username": text(value).map { config.username = $0 }
+            case "password_file": text(value).map { config.passwordFile = $0 }
+            case "batch_size":
+                if let n = text(value).flatMap(Int.init), (1...10_000).contains(n) { config.batchSize = n } else {
+                    issue(value, "batch_size must be a whole number from 1 to 10000")
+                }
+            case "tls": config.tls = tls(value)
+            default:
+                let close = suggestion(for: key, among: BridgeConfigReader.keys)
+                issue(keyNode, "unknown setting '\(key)'",
+                      hint: close.map { "did you mean '\($0)'?" } ?? "known: \(BridgeConfigReader.keys.joined(separator: ", "))")
+            }
+        }
+        return config
+    }
+
+    private mutating func issue(_ node: ConfigNode, _ message: String, hint: String? = nil) {
+        issues.append(ConfigIssue(file: file, mark: node.mark, message: message, hint: hint))
+    }
+
+    private mutating func text(_ node: ConfigNode) -> String? {
+        guard let text = node.text, !node.isNull else {
+            issue(node, "expected a single value here, found \(node.isNull ? "nothing" : "a list or mapping")")
+            return nil
+        }
+        return text
+    }
+
+    private mutating func names(_ node: ConfigNode) -> [String]? {
+        guard case .sequence(let items) = node.value else {
+            issue(node, "expected a list, e.g. [garage-north]")
+            return nil
+        }
+        return items.compactMap { text($0) }
+    }
+
+    private mutating func duration(_ node: ConfigNode) -> Duration? {
+        guard let text = text(node) else { return nil }
+        guard let value = DurationText.parse(text), value > .zero else {
+            issue(node, "'\(text)' is not a duration", hint: "write it like 90s, 2m or 1h")
+            return nil
+        }
+        return value
+    }
+
+    private mutating func boolean(_ node: ConfigNode) -> Bool? {
+        switch text(node) {
+        case "true", "yes", "on": return true
+        case "false", "no", "off": return false
+        case nil: return nil
+        case let other?:
+            issue(node, "'\(other)' is not true or false")
+            return nil
+        }
+    }
+
+    private mutating func tls(_ node: ConfigNode) -> (ca: String?, cert: String?, key: String?)? {
+        guard case .mapping(let pairs) = node.value else {
+            issue(node, "tls must be a mapping with ca, cert and key files")
+            return nil
+        }
+        var files: (ca: String?, cert: String?, key: String?) = (nil, nil, nil)
+        for (keyNode, value) in pairs {
+            switch keyNode.text {
+            case "ca": files.ca = text(value)
+            case "cert": files.cert = text(value)
+            case "key": files.key = text(value)
+            default: issue(keyNode, "unknown tls setting '\(keyNode.text ?? "")'", hint: "ca, cert or key")
+            }
+        }
+        return files
+    }
+}

@@ -1,0 +1,122 @@
+import Postgres
+
+/// The bridge's changes to the backend's database: numbered, each applied once, in order, in one
+/// transaction with the version row (so a crash leaves either all of a step or none of it).
+/// Additive only: the backend keeps working unchanged on a migrated database.
+enum Migrations {
+    struct Step {
+        var version: Int
+        var name: String
+        var statements: [String]
+    }
+
+    /// The tables of ParkWise's backend the bridge writes; a database without them is not ParkWise's.
+    static let backendTables = ["levels", "spots", "reservations", "occupancy_snapshots", "telemetry_events"]
+
+    static let steps: [Step] = [
+        Step(version: 1, name: "sensor source and bridge tables", statements: [
+            // 'sensor' joins the spots.source CHECK, whatever the backend named that constraint.
+            """
+            DO $$ DECLARE c record; BEGIN
+              FOR c IN SELECT conname FROM pg_constraint
+                       WHERE conrelid = 'spots'::regclass AND contype = 'c' AND pg_get_constraintdef(oid) LIKE '%source%'
+              LOOP EXECUTE format('ALTER TABLE spots DROP CONSTRAINT %I', c.conname); END LOOP;
+            END $$
+            """,
+            "ALTER TABLE spots ADD CONSTRAINT spots_source_check CHECK (source IN ('sim', 'user', 'sensor'))",
+            """
+            CREATE TABLE sensor_devices (
+              site text NOT NULL, device text NOT NULL,
+              boot bigint NOT NULL DEFAULT 0, last_seq bigint NOT NULL DEFAULT 0,
+              online boolean NOT NULL DEFAULT false, mode text,
+              online_since timestamptz, offline_since timestamptz,
+              stale boolean NOT NULL DEFAULT false,
+              updated_at timestamptz NOT NULL DEFAULT now(),
+              PRIMARY KEY (site, device))
+            """,
+            """
+            CREATE TABLE sensor_events (
+              id uuid PRIMARY KEY, site text NOT NULL, device text NOT NULL,
+              seq bigint NOT NULL, boot bigint NOT NULL, type text NOT NULL, at timestamptz NOT NULL,
+              payload jsonb NOT NULL, received_at timestamptz NOT NULL DEFAULT now())
+            """,
+            "CREATE INDEX sensor_events_device_seq ON sensor_events (site, device, seq)",
+            """
+            CREATE TABLE sensor_spots (
+              spot_id text PRIMARY KEY REFERENCES spots(id) ON DELETE CASCADE,
+              site text NOT NULL, device text NOT NULL,
+              state text NOT NULL CHECK (state IN ('free', 'occupied', 'unknown')),
+              since timestamptz, checked_in boolean NOT NULL DEFAULT false,
+              seq bigint NOT NULL DEFAULT 0,
+              updated_at timestamptz NOT NULL DEFAULT now())
+            """,
+            "CREATE INDEX sensor_spots_device ON sensor_spots (site, device)",
+            """
+            CREATE TABLE sensor_levels (
+              site text NOT NULL, device text NOT NULL, level_code text NOT NULL,
+              capacity int NOT NULL, occupied int, source text NOT NULL,
+              updated_at timestamptz NOT NULL DEFAULT now(),
+              PRIMARY KEY (site, device, level_code))
+            """,
+            """
+            CREATE TABLE sensor_gaps (
+              id bigserial PRIMARY KEY, site text NOT NULL, device text NOT NULL,
+              first_seq bigint NOT NULL, last_seq bigint NOT NULL,
+              declared boolean NOT NULL, dropped int,
+              detected_at timestamptz NOT NULL DEFAULT now())
+            """,
+            """
+            CREATE TABLE sensor_faults (
+              id bigserial PRIMARY KEY, event_id uuid UNIQUE, site text NOT NULL, device text NOT NULL,
+              subject text NOT NULL, input text, reason text, at timestamptz NOT NULL, recovered_at timestamptz)
+            """,
+            """
+            CREATE TABLE sensor_unknown_spots (
+              site text NOT NULL, device text NOT NULL, spot_id text NOT NULL,
+              first_seen timestamptz NOT NULL DEFAULT now(), last_seen timestamptz NOT NULL DEFAULT now(),
+              reports bigint NOT NULL DEFAULT 1,
+              PRIMARY KEY (site, device, spot_id))
+            """,
+        ]),
+    ]
+
+    static var latest: Int { steps.map(\.version).max() ?? 0 }
+
+    /// Backend tables missing from the database (empty: it is ParkWise's).
+    static func missingBackendTables(_ db: PostgresConnection) throws(PostgresError) -> [String] {
+        var missing: [String] = []
+        for table in backendTables {
+            let rows = try db.query("SELECT to_regclass($1) IS NOT NULL AS present", [table])
+            if rows.value(0, "present") != "t" { missing.append(table) }
+        }
+        return missing
+    }
+
+    /// The highest applied version (0: never migrated).
+    static func currentVersion(_ db: PostgresConnection) throws(PostgresError) -> Int {
+        let exists = try db.query("SELECT to_regclass('sensor_schema_migrations') IS NOT NULL AS present")
+        guard exists.value(0, "present") == "t" else { return 0 }
+        return Int(try db.query("SELECT coalesce(max(version), 0) AS v FROM sensor_schema_migrations").value(0, "v") ?? "0") ?? 0
+    }
+
+    /// Applies what is missing; returns the steps applied (empty: already current). Concurrent
+    /// runs wait for each other on an advisory lock, so each step still runs once.
+    static func migrate(_ db: PostgresConnection) throws(PostgresError) -> [Step] {
+        try db.transaction { db throws(PostgresError) in
+            try db.query("SELECT pg_advisory_xact_lock(hashtext('parkwise-bridge migrate'))")
+            try db.query("""
+                CREATE TABLE IF NOT EXISTS sensor_schema_migrations (
+                  version int PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())
+                """)
+            let current = try currentVersion(db)
+            var applied: [Step] = []
+            for step in steps where step.version > current {
+                for statement in step.statements { try db.query(statement) }
+                try db.query("INSERT INTO sensor_schema_migrations (version, name) VALUES ($1, $2)",
+                             [String(step.version), step.name])
+                applied.append(step)
+            }
+            return applied
+        }
+    }
+}

@@ -1,0 +1,47 @@
+import ParkWiseContract
+
+/// One device of one site, as its topics name it.
+struct DeviceKey: Hashable, Sendable, CustomStringConvertible {
+    var site: String
+    var device: String
+    var description: String { "\(site)/\(device)" }
+}
+
+/// A message of the agents' feed, decoded. Anything else on the tree (replies, commands, topics a
+/// later contract adds, cleared retained topics) is `.ignored`: a consumer ignores what it does not know.
+enum FeedMessage: Sendable {
+    case status(DeviceKey, StatusPayload)
+    case event(DeviceKey, EventPayload, json: String)
+    case spot(DeviceKey, id: String, SpotStatePayload)
+    case level(DeviceKey, id: String, LevelStatePayload)
+    case ignored
+    /// On a topic it should understand, but the payload does not decode.
+    case malformed(topic: String)
+
+    static func decode(topic: String, payload: [UInt8]) -> FeedMessage {
+        guard let (site, device, rest) = Topics.parse(topic), !payload.isEmpty else { return .ignored }
+        let key = DeviceKey(site: site, device: device)
+        switch rest.count == 3 ? [rest[0], rest[1]] : rest {
+        case ["status"]:
+            return WireJSON.decode(StatusPayload.self, from: payload).map { .status(key, $0) } ?? .malformed(topic: topic)
+        case ["events"]:
+            guard let event = WireJSON.decode(EventPayload.self, from: payload) else { return .malformed(topic: topic) }
+            return .event(key, event, json: String(decoding: payload, as: UTF8.self))
+        case ["state", "spot"]:
+            return WireJSON.decode(SpotStatePayload.self, from: payload).map { .spot(key, id: rest[2], $0) }
+                ?? .malformed(topic: topic)
+        case ["state", "level"]:
+            return WireJSON.decode(LevelStatePayload.self, from: payload).map { .level(key, id: rest[2], $0) }
+                ?? .malformed(topic: topic)
+        default:
+            return .ignored
+        }
+    }
+
+    var device: DeviceKey? {
+        switch self {
+        case .status(let key, _), .event(let key, _, _), .spot(let key, _, _), .level(let key, _, _): return key
+        case .ignored, .malformed: return nil
+        }
+    }
+}

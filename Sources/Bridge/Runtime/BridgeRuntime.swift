@@ -1,0 +1,121 @@
+import Dispatch
+import ParkWiseContract
+import ParkWiseLog
+import Postgres
+import Synchronization
+import Uplink
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The running bridge. The MQTT thread (Uplink's link) only appends messages to the queue; one
+/// dedicated database thread takes them in batches and applies each batch in one transaction.
+/// A batch that fails for a lost connection is kept and retried on a new connection (backoff),
+/// so nothing received is dropped while the process lives; after a crash the retained states and
+/// a rebirth request rebuild what was received but not committed.
+final class BridgeRuntime: Sendable {
+    struct Settings: Sendable {
+        var databaseURL: String
+        var link: LinkSettings
+        var config: BridgeConfig
+        /// How long `run` waits for the first broker connection before giving up.
+        var startTimeout: Double
+    }
+
+    private let settings: Settings
+    private let queue = FeedQueue()
+    private let link: MQTTLink
+    private let stopping = Atomic<Bool>(false)
+    private let linkStopped = Atomic<Bool>(false)
+    /// The link thread's latest broker connection number (0: never connected).
+    private let connection = ConnectionNumber()
+    private let lastProblem = Mutex<String?>(nil)
+    private let done = DispatchSemaphore(value: 0)
+
+    init(settings: Settings) {
+        self.settings = settings
+        let queue = self.queue, connection = self.connection
+        link = MQTTLink(settings: settings.link) { event in
+            switch event {
+            case .message(let topic, let payload): queue.push(topic: topic, payload: payload)
+            case .connected(_, let number): connection.value.store(number, ordering: .releasing); queue.wake()
+            case .disconnected, .acknowledged: break
+            }
+        }
+    }
+
+    /// Asks for a graceful stop: no more messages are taken; what was received is committed first.
+    func requestStop() {
+        stopping.store(true, ordering: .releasing)
+        queue.wake()
+    }
+
+    /// Runs until stopped; returns the exit code. `db` is the connection the start-up checks used.
+    func run(db: PostgresConnection, knownFeeds: [DeviceKey: DeviceGate.Feed]) -> Int32 {
+        nonisolated(unsafe) let first = db
+        let worker = DedicatedThread { [self] in
+            var loop = DatabaseLoop(runtime: self, db: first, gate: DeviceGate(config: settings.config, known: knownFeeds))
+            loop.run()
+            done.signal()
+        }
+        link.start()
+        let deadline = monotonicSeconds() + settings.startTimeout
+        while connection.value.load(ordering: .acquiring) == 0 && !stopping.load(ordering: .acquiring) {
+            if monotonicSeconds() > deadline {
+                Log.error("cannot reach the broker", ["brokers": settings.link.brokers.map(\.description).joined(separator: ","),
+                                                      "waited_s": Int(settings.startTimeout)])
+                stopping.store(true, ordering: .releasing)
+                link.stop()
+                linkStopped.store(true, ordering: .releasing)
+                queue.wake()
+                worker.join()
+                return 1
+            }
+            sleepThread(microseconds: 20_000)
+        }
+        Log.info("bridge running", ["subscriptions": settings.link.subscriptions.joined(separator: ","),
+                                    "client_id": settings.link.clientID])
+        while !stopping.load(ordering: .acquiring) { sleepThread(microseconds: 50_000) }
+        // Stop taking messages (the broker keeps queueing for this persistent session), then drain.
+        link.stop()
+        linkStopped.store(true, ordering: .releasing)
+        queue.wake()
+        done.wait()
+        worker.join()
+        Log.info("bridge stopped", [:])
+        return 0
+    }
+
+    // MARK: - For the database loop
+
+    var config: BridgeConfig { settings.config }
+    var databaseURL: String { settings.databaseURL }
+    var feed: FeedQueue { queue }
+    var isStopping: Bool { stopping.load(ordering: .acquiring) }
+    var isDrained: Bool { linkStopped.load(ordering: .acquiring) && queue.count == 0 }
+    var connectionNumber: UInt64 { connection.value.load(ordering: .acquiring) }
+
+    func rebirth(_ key: DeviceKey) {
+        let topic = Topics(site: key.site, device: key.device).command("rebirth")
+        if case .offline = link.publish(topic: topic, payload: Array("{}".utf8), retain: false) {
+            Log.debug("rebirth not sent, broker offline", ["device": key])
+        }
+    }
+
+    /// Logs a database problem once until it changes.
+    func problem(_ text: String?) {
+        let changed = lastProblem.withLock { last in
+            defer { last = text }
+            return last != text
+        }
+        guard changed else { return }
+        if let text { Log.error("database unavailable, holding received messages", ["error": text, "held": queue.count]) } else {
+            Log.info("database available again", [:])
+        }
+    }
+}
+
+/// Shared between the link's callback and the runtime.
+final class ConnectionNumber: Sendable {
+    let value = Atomic<UInt64>(0)
+}

@@ -1,0 +1,5 @@
+import Glibc
+import ParkWiseCLI
+
+CommandSpec.program = "parkwise-bridge"
+exit(BridgeCommands.main(Array(CommandLine.arguments.dropFirst())))

@@ -1,0 +1,31 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import ParkWiseCore
+
+/// Writes a line to stdout at once (unbuffered, so pipes and journald see it as it happens).
+public func say(_ text: String) {
+    var bytes = Array((text.hasSuffix("\n") ? text : text + "\n").utf8)
+    _ = bytes.withUnsafeMutableBytes { Glibc.write(1, $0.baseAddress, $0.count) }
+}
+
+/// Writes to stderr in one piece.
+public func printError(_ text: String) {
+    var stream = StandardError()
+    print(text, terminator: text.hasSuffix("\n") ? "" : "\n", to: &stream)
+}
+
+public struct StandardError: TextOutputStream {
+    public init() {}
+
+    public mutating func write(_ string: String) {
+        var bytes = Array(string.utf8)
+        _ = bytes.withUnsafeMutableBytes { Glibc.write(2, $0.baseAddress, $0.count) }
+    }
+}
+
+/// A config file's problems, each as FILE:LINE:COL with its hint, then how many there were.
+public func printConfigProblems(_ problems: ConfigIssues, path: String) {
+    printError(problems.description)
+    printError("\(path): \(problems.issues.count) problem\(problems.issues.count == 1 ? "" : "s") found")
+}

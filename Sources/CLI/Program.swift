@@ -1,0 +1,67 @@
+import ParkWiseCore
+
+/// A program's subcommands and the conventions both ParkWise programs follow: `help`, `--help`,
+/// `--version`, swift-argument-parser's layout, a suggestion for a mistyped subcommand, exit 64.
+public struct Program: Sendable {
+    /// What to do with a command line.
+    public enum Resolution {
+        case run(CommandSpec, ParsedArguments)
+        case exit(Int32)
+    }
+
+    /// The first lines of the overview (what the program does), without "OVERVIEW: ".
+    public var summary: String
+    public var version: String
+    /// The subcommands in the order `help` lists them; `help` is added at the end.
+    public var commands: [CommandSpec]
+
+    public static let helpSpec = CommandSpec(name: "help", abstract: "Show help for a subcommand.",
+                                             arguments: [.init(name: "subcommand", help: "The subcommand to explain.", optional: true)])
+
+    public init(summary: String, version: String, commands: [CommandSpec]) {
+        self.summary = summary
+        self.version = version
+        self.commands = commands + [Program.helpSpec]
+    }
+
+    public var overview: String {
+        var text = "OVERVIEW: \(summary)\n\nUSAGE: \(CommandSpec.program) <subcommand>\n\nOPTIONS:\n"
+        text += row("--version", "Show the version.")
+        text += row("-h, --help", "Show help information.")
+        text += "\nSUBCOMMANDS:\n"
+        for spec in commands { text += row(spec.name, spec.abstract) }
+        text += "\n  See '\(CommandSpec.program) help <subcommand>' for detailed help.\n"
+        return text
+    }
+
+    /// Handles help, version and usage errors itself (printing them); otherwise the command to run.
+    public func resolve(_ args: [String]) -> Resolution {
+        guard let first = args.first else {
+            printError(UsageError(message: "Missing expected subcommand").text + "\n" + overview)
+            return .exit(ExitCode.usage)
+        }
+        if first == "-h" || first == "--help" { say(overview); return .exit(ExitCode.success) }
+        if first == "--version" { say(version); return .exit(ExitCode.success) }
+        let rest = Array(args.dropFirst())
+        if first == "help" {
+            guard let name = rest.first else { say(overview); return .exit(ExitCode.success) }
+            guard let spec = commands.first(where: { $0.name == name }) else {
+                printError(UsageError(command: Program.helpSpec, message: "Unknown subcommand '\(name)'").text)
+                return .exit(ExitCode.usage)
+            }
+            say(spec.help)
+            return .exit(ExitCode.success)
+        }
+        guard let spec = commands.first(where: { $0.name == first }) else {
+            var message = "Unknown subcommand '\(first)'"
+            if let close = suggestion(for: first, among: commands.map(\.name)) { message += " (did you mean '\(close)'?)" }
+            printError(UsageError(message: message).text)
+            return .exit(ExitCode.usage)
+        }
+        if rest.contains("-h") || rest.contains("--help") { say(spec.help); return .exit(ExitCode.success) }
+        do { return .run(spec, try spec.parse(rest)) } catch {
+            printError(error.text)
+            return .exit(ExitCode.usage)
+        }
+    }
+}

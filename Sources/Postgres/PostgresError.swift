@@ -1,0 +1,36 @@
+/// A database failure a technician can act on: what went wrong, and libpq's or the server's code.
+public struct PostgresError: Error, Sendable, CustomStringConvertible {
+    public enum Code: String, Sendable {
+        /// The URL cannot be parsed, or names an option libpq does not know.
+        case badURL
+        /// The server cannot be reached, refused the login, or the connection broke.
+        case connection
+        /// The server rejected a statement (its SQLSTATE is in `sqlState`).
+        case query
+    }
+
+    public var code: Code
+    public var message: String
+    /// The server's SQLSTATE (e.g. `40001`, `42P01`), when it sent one.
+    public var sqlState: String?
+    /// libpq's connection or result status number.
+    public var libraryCode: Int32?
+
+    public init(_ code: Code, _ message: String, sqlState: String? = nil, libraryCode: Int32? = nil) {
+        self.code = code
+        self.message = message
+        self.sqlState = sqlState
+        self.libraryCode = libraryCode
+    }
+
+    /// Whether a new connection may succeed where this one failed (server restarting, link lost).
+    public var isConnectionLoss: Bool {
+        code == .connection || sqlState.map { $0.hasPrefix("08") || $0 == "57P01" || $0 == "57P02" || $0 == "57P03" } == true
+    }
+
+    public var description: String {
+        var text = message
+        if let sqlState { text += " (SQLSTATE \(sqlState))" } else if let libraryCode { text += " (code \(libraryCode))" }
+        return text
+    }
+}

@@ -1,0 +1,87 @@
+import Foundation
+import Testing
+import TestSupport
+
+@Suite(.serialized) struct BridgeCLITests {
+    @Test func migrateIsIdempotentAndSaysWhatItDid() throws {
+        let fixture = try BridgeFixture(migrate: false)
+        #expect(throws: (any Error).self) { try fixture.cluster.sql("UPDATE spots SET source = 'sensor' WHERE id = 'P1-A-01'", database: fixture.database) }
+        let first = try runBridge(["migrate", "--database", fixture.url])
+        #expect(first.code == 0, "\(first.err)")
+        #expect(first.out.contains("applied 1: sensor source and bridge tables"), "\(first.out)")
+        let second = try runBridge(["migrate", "--database", fixture.url])
+        #expect(second.code == 0)
+        #expect(second.out.contains("already at bridge schema version 1, nothing to do"), "\(second.out)")
+        #expect(second.err.isEmpty, "\(second.err)")
+        #expect(fixture.query("SELECT count(*) FROM sensor_schema_migrations") == "1")
+        // 'sensor' is now allowed, the old values still are, anything else still is not.
+        #expect(fixture.query("UPDATE spots SET source = 'sensor' WHERE id = 'P1-A-01' RETURNING source") == "sensor")
+        #expect(fixture.query("UPDATE spots SET source = 'sim' WHERE id = 'P1-A-02' RETURNING source") == "sim")
+        #expect(throws: (any Error).self) { try fixture.cluster.sql("UPDATE spots SET source = 'robot'", database: fixture.database) }
+        // DATABASE_URL works like --database.
+        setenv("DATABASE_URL", fixture.url, 1)
+        defer { unsetenv("DATABASE_URL") }
+        let fromEnvironment = try runBridge(["migrate"])
+        #expect(fromEnvironment.code == 0 && fromEnvironment.out.contains("nothing to do"), "\(fromEnvironment.err)")
+    }
+
+    @Test func badStartsFailWithOneClearLineAndTheirExitCode() throws {
+        let fixture = try BridgeFixture(migrate: false)
+        let empty = "e_" + UUID().uuidString.prefix(8).lowercased()
+        try fixture.cluster.sql("CREATE DATABASE \(empty)")
+
+        let notParkWise = try runBridge(["migrate", "--database", fixture.cluster.url(empty)])
+        #expect(notParkWise.code == 78)
+        #expect(notParkWise.err.contains("has no ParkWise tables (missing: levels, spots"), "\(notParkWise.err)")
+
+        let badURL = try runBridge(["migrate", "--database", "mysql://db/parkwise"])
+        #expect(badURL.code == 64)
+        #expect(badURL.err.hasPrefix("Error: 'mysql://db/parkwise' is not a database URL"), "\(badURL.err)")
+
+        let unreachable = try runBridge(["migrate", "--database", "postgresql://postgres:secret@127.0.0.1:\(freePort())/x"])
+        #expect(unreachable.code == 1)
+        #expect(unreachable.err.contains("cannot connect to postgresql://postgres:***@127.0.0.1"), "\(unreachable.err)")
+        #expect(!unreachable.err.contains("secret"))
+
+        let notMigrated = try runBridge(["run", "--broker", fixture.broker.url, "--database", fixture.url])
+        #expect(notMigrated.code == 78)
+        #expect(notMigrated.err.contains("bridge schema version 0, this bridge needs 1"), "\(notMigrated.err)")
+
+        let badBroker = try runBridge(["run", "--broker", "http://broker", "--database", fixture.url])
+        #expect(badBroker.code == 64)
+        #expect(badBroker.err.contains("'http://broker' is not a broker address"), "\(badBroker.err)")
+
+        _ = try runBridge(["migrate", "--database", fixture.url])
+        let noBroker = try runBridge(["run", "--broker", "mqtt://127.0.0.1:\(freePort())", "--database", fixture.url,
+                                      "--start-timeout", "1"])
+        #expect(noBroker.code == 1)
+        #expect(noBroker.err.contains("error cannot reach the broker"), "\(noBroker.err)")
+
+        let noDatabase = try runBridge(["run", "--broker", fixture.broker.url])
+        #expect(noDatabase.code == 64)
+        #expect(noDatabase.err.contains("Missing expected argument '--database <url>' (or DATABASE_URL)"))
+    }
+
+    @Test func checkConfigListsEveryProblemWithItsPlace() throws {
+        let dir = temporaryDirectory()
+        let good = dir.appendingPathComponent("good.yaml").path
+        try "sites: [garage]\nstale_after: 2m\naccept_simulated: false\nshare_group: bridges\n".write(toFile: good, atomically: true, encoding: .utf8)
+        let ok = try runBridge(["check-config", good])
+        #expect(ok.code == 0, "\(ok.err)")
+        #expect(ok.out.contains("subscribes $share/bridges/parkwise/v1/garage/#"), "\(ok.out)")
+
+        let bad = dir.appendingPathComponent("bad.yaml").path
+        try "stale_afterr: 2m\nsnapshot_every: soon\n".write(toFile: bad, atomically: true, encoding: .utf8)
+        let result = try runBridge(["check-config", bad])
+        #expect(result.code == 78)
+        #expect(result.err.contains("\(bad):1:1: error: unknown setting 'stale_afterr'"), "\(result.err)")
+        #expect(result.err.contains("did you mean 'stale_after'?"))
+        #expect(result.err.contains("\(bad):2:17: error: 'soon' is not a duration"), "\(result.err)")
+        #expect(result.err.contains("2 problems found"))
+
+        let help = try runBridge(["--help"])
+        #expect(help.code == 0 && help.out.contains("migrate") && help.out.contains("check-config"))
+        let unknown = try runBridge(["rnu"])
+        #expect(unknown.code == 64 && unknown.err.contains("did you mean 'run'?"), "\(unknown.err)")
+    }
+}

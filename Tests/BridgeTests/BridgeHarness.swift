@@ -1,0 +1,159 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// The bridge binary `swift build` made (or PARKWISE_BRIDGE_BIN).
+let bridgeBinary: String = ProcessInfo.processInfo.environment["PARKWISE_BRIDGE_BIN"]
+    ?? packageRoot + "/.build/debug/parkwise-bridge"
+
+/// One PostgreSQL cluster for the whole run (each test gets a fresh database in it), stopped at exit.
+let sharedCluster: PostgresCluster = {
+    let cluster = try! PostgresCluster()
+    atexit { stopSharedCluster() }
+    return cluster
+}()
+
+private func stopSharedCluster() { sharedCluster.stop() }
+
+/// A fresh ParkWise database (test schema, 156 seeded spots), a private mosquitto, and the bridge.
+final class BridgeFixture {
+    let cluster: PostgresCluster
+    let database = "t_" + UUID().uuidString.prefix(8).lowercased()
+    let broker: Broker
+    let dir = temporaryDirectory()
+    private(set) var bridge: Child?
+
+    init(migrate: Bool = true, cluster: PostgresCluster = sharedCluster) throws {
+        self.cluster = cluster
+        try cluster.sql("CREATE DATABASE \(database)")
+        try cluster.sqlFile(packageRoot + "/deploy/backend/parkwise-test-schema.sql", database: database)
+        broker = try Broker()
+        if migrate {
+            let result = try runBridge(["migrate", "--database", url])
+            guard result.code == 0 else { throw HarnessError("migrate failed: \(result.err)") }
+        }
+    }
+
+    var url: String { cluster.url(database) }
+
+    /// Starts `parkwise-bridge run` with this YAML config.
+    @discardableResult
+    func startBridge(config: String = "accept_simulated: true\nreassert_every: 200ms\n", extra: [String] = []) throws -> Child {
+        let path = dir.appendingPathComponent("bridge-\(UUID().uuidString.prefix(4)).yaml").path
+        try config.write(toFile: path, atomically: true, encoding: .utf8)
+        let child = try Child(bridgeBinary, ["run", "--broker", broker.url, "--database", url, "--config", path] + extra)
+        bridge = child
+        guard eventually(15, { child.stderr.contains("bridge running") || child.hasExited }), !child.hasExited else {
+            throw HarnessError("bridge did not start: \(child.stderr)")
+        }
+        return child
+    }
+
+    @discardableResult
+    func query(_ sql: String) -> String {
+        (try? cluster.sql(sql, database: database)) ?? "<query failed>"
+    }
+
+    /// Waits until `sql` returns `expected` (psql's unaligned output).
+    func waitFor(_ sql: String, _ expected: String, seconds: Double = 15) -> Bool {
+        eventually(seconds) { query(sql) == expected }
+    }
+
+    func spot(_ id: String) -> String { query("SELECT status || '/' || coalesce(source, '-') FROM spots WHERE id = '\(id)'") }
+
+    /// Free spots of a level, as the apps count them.
+    func free(_ level: String) -> Int { Int(query("SELECT count(*) FROM spots WHERE level_code = '\(level)' AND status = 'free'")) ?? -1 }
+
+    /// An active reservation on `spot` for a new user, made `minutesAgo`, held 15 minutes; the spot reserved.
+    func reserve(_ spot: String, minutesAgo: Int = 1) {
+        query("""
+            WITH u AS (INSERT INTO users (email) VALUES ('\(UUID().uuidString)@example.com') RETURNING id),
+            r AS (INSERT INTO reservations (user_id, spot_id, source, status, created_at, expires_at)
+                  SELECT id, '\(spot)', 'user', 'active', now() - interval '\(minutesAgo) minutes',
+                         now() - interval '\(minutesAgo) minutes' + interval '15 minutes' FROM u RETURNING user_id)
+            UPDATE spots SET status = 'reserved', held_by = (SELECT user_id FROM r), source = 'user' WHERE id = '\(spot)'
+            """)
+    }
+
+    deinit {
+        bridge?.signal(SIGKILL)
+        _ = bridge?.wait(5)
+    }
+}
+
+/// Runs the bridge binary to completion.
+func runBridge(_ arguments: [String], environment: [String: String]? = nil, timeout: Double = 30) throws
+    -> (code: Int32, out: String, err: String) {
+    let child = try Child(bridgeBinary, arguments)
+    guard let code = child.wait(timeout) else {
+        child.signal(SIGKILL)
+        Issue.record("parkwise-bridge \(arguments) did not finish")
+        return (-1, child.stdout, child.stderr)
+    }
+    return (code, child.stdout, child.stderr)
+}
+
+/// A device on the wire, published with mosquitto_pub exactly as an agent would (contract v1), for
+/// cases a real agent makes slow to reach: duplicates, gaps, faults, offline devices.
+struct FakeDevice {
+    let broker: Broker
+    var site = "garage"
+    var device = "p1-north"
+    var boot: UInt64 = 1
+    private(set) var seq: UInt64 = 0
+
+    init(_ broker: Broker, device: String = "p1-north") {
+        self.broker = broker
+        self.device = device
+    }
+
+    var prefix: String { "parkwise/v1/\(site)/\(device)" }
+
+    func send(_ topic: String, _ payload: String, retain: Bool = false) {
+        let code = try? mosquittoPublish(broker, prefix + "/" + topic, payload, retain: retain)
+        #expect(code == 0, "mosquitto_pub \(topic)")
+    }
+
+    func online(mode: String? = nil) {
+        let mark = mode.map { #","mode":"\#($0)""# } ?? ""
+        send("status", #"{"boot":\#(boot),"since":"\#(wireTime())","state":"online","version":"0.1.0"\#(mark)}"#, retain: true)
+    }
+
+    func offline() { send("status", #"{"boot":\#(boot),"state":"offline"}"#, retain: true) }
+
+    /// The retained state, as of the device's current seq (or `asOf`).
+    func spot(_ id: String, _ state: String, since: String?, checkedIn: Bool = false, asOf: UInt64? = nil) {
+        let sinceText = since.map { "\"\($0)\"" } ?? "null"
+        send("state/spot/\(id)", #"{"checked_in":\#(checkedIn),"seq":\#(asOf ?? seq),"since":\#(sinceText),"state":"\#(state)"}"#,
+             retain: true)
+    }
+
+    /// Stamps and sends an event with the next seq; returns its JSON so a test can send it again.
+    @discardableResult
+    mutating func event(_ type: String, at: String = wireTime(), _ fields: String = "") -> String {
+        seq += 1
+        let json = #"{"at":"\#(at)","boot":\#(boot),"clock":"synced","id":"\#(UUID().uuidString.lowercased())","seq":\#(seq),"type":"\#(type)"\#(fields.isEmpty ? "" : "," + fields)}"#
+        send("events", json)
+        return json
+    }
+
+    /// Sends an event with a new id and the given (old) seq, leaving the device's seq where it is.
+    func event(_ type: String, seq old: UInt64, at: String, _ fields: String) {
+        send("events", #"{"at":"\#(at)","boot":\#(boot),"clock":"synced","id":"\#(UUID().uuidString.lowercased())","replayed":true,"seq":\#(old),"type":"\#(type)",\#(fields)}"#)
+    }
+
+    /// Moves the seq on without sending (events lost on the way).
+    mutating func skip(_ count: UInt64) { seq += count }
+}
+
+/// ISO-8601 UTC with milliseconds, `seconds` from now.
+func wireTime(_ seconds: Double = 0) -> String {
+    let f = ISO8601DateFormatter()
+    f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+    return f.string(from: Date().addingTimeInterval(seconds))
+}
+
+/// PostgreSQL's text form of a timestamp, normalised to epoch milliseconds for comparison.
+func epochMs(_ fixture: BridgeFixture, _ expression: String) -> String {
+    fixture.query("SELECT (extract(epoch FROM (\(expression))) * 1000)::bigint")
+}

@@ -1,0 +1,135 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// The contract's hard cases, sent with mosquitto_pub as a device would send them, through a real
+/// broker into the real bridge and PostgreSQL.
+@Suite(.serialized) struct FeedTests {
+    @Test func aFaultTakesTheSpotOutOfTheFreeCountAndRecoveryBringsItBack() throws {
+        let fixture = try BridgeFixture()
+        fixture.query("UPDATE spots SET status = 'disabled' WHERE id = 'P1-A-05'")   // an administrator's
+        try fixture.startBridge()
+        var device = FakeDevice(fixture.broker)
+        device.online()
+        device.spot("P1-A-04", "free", since: nil)
+        device.spot("P1-A-05", "free", since: nil)
+        #expect(fixture.waitFor("SELECT count(*) FROM sensor_spots", "2"))
+        #expect(fixture.spot("P1-A-04") == "free/sensor")
+        let free = fixture.free("P1")
+
+        device.event("sensor.fault", #""subject":"spot P1-A-04","input":"GPIO5","reason":"stuck""#)
+        device.spot("P1-A-04", "unknown", since: nil)
+        #expect(fixture.waitFor("SELECT status || '/' || source FROM spots WHERE id = 'P1-A-04'", "disabled/sensor"))
+        #expect(fixture.free("P1") == free - 1)
+        #expect(fixture.query("SELECT reason || ' ' || (recovered_at IS NULL) FROM sensor_faults") == "stuck true")
+
+        device.event("sensor.recovered", #""subject":"spot P1-A-04","input":"GPIO5""#)
+        device.spot("P1-A-04", "free", since: nil)
+        #expect(fixture.waitFor("SELECT status || '/' || source FROM spots WHERE id = 'P1-A-04'", "free/sensor"))
+        #expect(fixture.free("P1") == free)
+        #expect(fixture.query("SELECT recovered_at IS NOT NULL FROM sensor_faults") == "t")
+        #expect(fixture.query("SELECT count(*) FROM telemetry_events WHERE name LIKE 'device.sensor.%'") == "2")
+        // The administrator's disabled spot stays theirs.
+        #expect(fixture.spot("P1-A-05") == "disabled/-")
+    }
+
+    @Test func aDeviceOfflinePastTheTimeoutLeavesTheFreeCountAndComesBack() throws {
+        let fixture = try BridgeFixture()
+        try fixture.startBridge(config: "stale_after: 1s\nreassert_every: 200ms\n")
+        let device = FakeDevice(fixture.broker)
+        device.online()
+        device.spot("P1-B-01", "occupied", since: wireTime(-60))
+        device.spot("P1-B-02", "free", since: wireTime(-30))
+        #expect(fixture.waitFor("SELECT string_agg(status, ',' ORDER BY id) FROM spots WHERE id IN ('P1-B-01', 'P1-B-02')",
+                                "occupied,free"))
+        let free = fixture.free("P1")
+        device.offline()
+        #expect(fixture.waitFor("SELECT stale FROM sensor_devices", "t"))
+        #expect(fixture.waitFor("SELECT string_agg(status || '/' || source, ',' ORDER BY id) FROM spots WHERE id IN ('P1-B-01', 'P1-B-02')",
+                                "disabled/sensor,disabled/sensor"))
+        #expect(fixture.free("P1") == free - 1)
+        device.online()
+        #expect(fixture.waitFor("SELECT string_agg(status, ',' ORDER BY id) FROM spots WHERE id IN ('P1-B-01', 'P1-B-02')",
+                                "occupied,free"))
+        #expect(fixture.free("P1") == free)
+    }
+
+    @Test func duplicatedAndReplayedDeliveryIsAppliedOnce() throws {
+        let fixture = try BridgeFixture()
+        fixture.reserve("P1-C-07")
+        try fixture.startBridge()
+        var device = FakeDevice(fixture.broker)
+        device.online()
+        let arrival = wireTime(-20), departure = wireTime(-5)
+        let occupied = device.event("spot.occupied", at: arrival, #""spot":"P1-C-07","level":"P1""#)
+        let checkin = device.event("spot.checkin", at: wireTime(-18), #""spot":"P1-C-07","level":"P1","arrival":"\#(arrival)""#)
+        device.spot("P1-C-07", "occupied", since: arrival, checkedIn: true)
+        #expect(fixture.waitFor("SELECT status FROM reservations", "fulfilled"))
+        // The same events again (a lost PUBACK), one marked replayed: nothing changes, nothing is counted twice.
+        device.send("events", occupied)
+        device.send("events", checkin.replacingOccurrences(of: "\"type\"", with: "\"replayed\":true,\"type\""))
+        let vacated = device.event("spot.vacated", at: departure, #""spot":"P1-C-07","level":"P1""#)
+        let checkout = device.event("spot.checkout", at: departure,
+                                    #""spot":"P1-C-07","level":"P1","arrival":"\#(arrival)","departure":"\#(departure)","stay_s":15"#)
+        device.spot("P1-C-07", "free", since: departure)
+        #expect(fixture.waitFor("SELECT status FROM reservations", "released"))
+        device.send("events", checkout)
+        device.send("events", vacated)
+        device.send("events", checkin)
+        // An older event the device sent before its current state (in flight during a reconnect),
+        // under a new id: it must not overwrite the newer state.
+        device.event("spot.occupied", seq: 1, at: arrival, #""spot":"P1-C-07","level":"P1""#)
+        // A marker: the bridge applies in order, so once it shows, everything before it was applied.
+        device.spot("P1-C-08", "free", since: nil)
+        #expect(fixture.waitFor("SELECT status FROM spots WHERE id = 'P1-C-08'", "free"), "\(fixture.bridge?.stderr ?? "")")
+        #expect(fixture.query("SELECT count(*) FROM sensor_events") == "5")
+        #expect(fixture.spot("P1-C-07") == "free/sensor")
+        #expect(fixture.query("SELECT count(*) FROM reservations") == "1")
+        #expect(epochMs(fixture, "SELECT checked_in_at FROM reservations") == epochMs(fixture, "'\(arrival)'::timestamptz"))
+        #expect(epochMs(fixture, "SELECT released_at FROM reservations") == epochMs(fixture, "'\(departure)'::timestamptz"))
+        // A check-in applied twice would have found no active reservation the second time.
+        #expect(fixture.query("SELECT count(*) FROM telemetry_events WHERE name = 'sensor.unreserved_arrival'") == "0")
+        #expect(fixture.query("SELECT last_seq FROM sensor_devices") == "4")
+    }
+
+    @Test func aSeqGapIsRecordedAndHealedFromTheRetainedStates() throws {
+        let fixture = try BridgeFixture()
+        try fixture.startBridge()
+        var device = FakeDevice(fixture.broker)
+        let commands = try Subscriber(fixture.broker, filter: device.prefix + "/cmd/#")
+        try commands.listen()
+        device.online()
+        device.event("spot.occupied", #""spot":"P1-A-10","level":"P1""#)
+        device.spot("P1-A-10", "occupied", since: wireTime(-1))
+        #expect(fixture.waitFor("SELECT status FROM spots WHERE id = 'P1-A-10'", "occupied"))
+        // Seqs 2-3 never arrive: P1-A-10 was vacated and P1-A-11 taken meanwhile.
+        device.skip(2)
+        device.event("lane.passage", #""lane":"P1-ramp","from":"outside","to":"P1""#)
+        #expect(fixture.waitFor("SELECT first_seq || '-' || last_seq || ' ' || declared FROM sensor_gaps", "2-3 false"))
+        #expect(eventually(10) { commands.messages.contains { $0.topic == device.prefix + "/cmd/rebirth" } },
+                "\(commands.messages.map(\.topic))")
+        // The device answers the rebirth with its retained states: the bridge reconciles every spot.
+        device.spot("P1-A-10", "free", since: wireTime(-3))
+        device.spot("P1-A-11", "occupied", since: wireTime(-2))
+        #expect(fixture.waitFor("SELECT string_agg(status, ',' ORDER BY id) FROM spots WHERE id IN ('P1-A-10', 'P1-A-11')",
+                                "free,occupied"))
+        // A declared gap is recorded as such.
+        device.event("outbox.dropped", #""dropped":2,"first_seq":2,"last_seq":3"#)
+        #expect(fixture.waitFor("SELECT count(*) FROM sensor_gaps WHERE declared", "1"))
+        commands.stop()
+    }
+
+    @Test func anUnknownSpotIsRecordedNotApplied() throws {
+        let fixture = try BridgeFixture()
+        try fixture.startBridge()
+        var device = FakeDevice(fixture.broker)
+        device.online()
+        device.spot("P9-Z-99", "occupied", since: wireTime(-1))
+        device.event("spot.occupied", #""spot":"P9-Z-99","level":"P9""#)
+        device.spot("P1-A-12", "occupied", since: wireTime(-1))
+        #expect(fixture.waitFor("SELECT reports FROM sensor_unknown_spots WHERE spot_id = 'P9-Z-99'", "2"))
+        #expect(fixture.waitFor("SELECT status FROM spots WHERE id = 'P1-A-12'", "occupied"))
+        #expect(fixture.query("SELECT count(*) FROM spots WHERE source IS NOT NULL") == "1")
+        #expect(fixture.query("SELECT count(*) FROM spots") == "156")
+    }
+}

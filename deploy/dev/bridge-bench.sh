@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Bridge benchmark, figures printed (never asserted): a private PostgreSQL 15 and mosquitto on free
+# loopback ports, the ParkWise test schema, the release bridge.
+#   1. throughput: N events queued for the bridge's persistent session while it is stopped, then
+#      drained (batched transactions): events/s committed, one instance and two ($share group);
+#   2. latency at 100 events/s: broker delivery to committed row, p50/p99 (the bridge's own figure).
+#   BENCH_EVENTS=20000 deploy/dev/bridge-bench.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+events=${BENCH_EVENTS:-20000}
+
+swift build -c release --product parkwise-bridge 2>&1 | tail -n 1
+bridge=$PWD/.build/release/parkwise-bridge
+pgbin=/usr/lib/postgresql/15/bin
+work=$(mktemp -d /tmp/parkwise-bridge-bench.XXXXXX)
+chmod 755 "$work"
+pids=()
+as_pg=()
+[ "$(id -u)" -eq 0 ] && { chown postgres "$work"; as_pg=(runuser -u postgres --); }
+cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    [ -f "$work/data/postmaster.pid" ] && kill -INT "$(head -1 "$work/data/postmaster.pid")" 2>/dev/null || true
+    wait 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+pgport=$(free_port); mqport=$(free_port)
+"${as_pg[@]}" "$pgbin/initdb" -D "$work/data" -A trust -U postgres -N >/dev/null
+"${as_pg[@]}" "$pgbin/postgres" -D "$work/data" -p "$pgport" -k "$work" -c listen_addresses=127.0.0.1 \
+    > "$work/postgres.log" 2>&1 &
+pids+=($!)
+printf 'listener %s 127.0.0.1\nallow_anonymous true\nmax_queued_messages 0\n' "$mqport" > "$work/mosquitto.conf"
+[ "$(id -u)" -eq 0 ] && echo "user root" >> "$work/mosquitto.conf"
+/usr/sbin/mosquitto -c "$work/mosquitto.conf" > "$work/mosquitto.log" 2>&1 &
+pids+=($!)
+until "$pgbin/pg_isready" -q -h 127.0.0.1 -p "$pgport"; do sleep 0.1; done
+db=postgresql://postgres@127.0.0.1:$pgport/postgres
+psql -X -q -v ON_ERROR_STOP=1 -d "$db" -f deploy/backend/parkwise-test-schema.sql
+"$bridge" migrate --database "$db" >/dev/null
+sql() { psql -X -At -d "$db" -c "$1"; }
+
+# Events as an agent sends them: 8 devices, each owning a slice of the 156 spots, seqs from 1.
+generate() {  # count rate(0: as fast as possible) first_seq
+    python3 - "$@" <<'PY'
+import json, sys, time, uuid, datetime
+count, rate, first = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
+spots = [f"{l}-{z}-{n:02d}" for l, zones, per in (("P1", "ABC", 20), ("P2", "AB", 24), ("P3", "AB", 24)) for z in zones for n in range(1, per + 1)]
+start = time.monotonic()
+for i in range(count):
+    device = i % 8
+    seq = first + i // 8
+    spot = spots[(device * 19 + seq) % len(spots)]
+    at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    event = {"id": str(uuid.uuid4()), "seq": seq, "boot": 1, "type": "spot.occupied" if seq % 2 else "spot.vacated",
+             "at": at, "clock": "synced", "spot": spot, "level": spot[:2]}
+    print(f"parkwise/v1/bench/dev-{device}/events\t{json.dumps(event)}", flush=rate > 0)
+    if rate > 0:
+        time.sleep(max(0, start + (i + 1) / rate - time.monotonic()))
+PY
+}
+publish() {  # topic<TAB>payload lines -> one mosquitto_pub per device (-l: a message per line)
+    python3 -c '
+import subprocess, sys
+port = sys.argv[1]
+procs = {}
+for line in sys.stdin:
+    topic, payload = line.rstrip("\n").split("\t", 1)
+    if topic not in procs:
+        procs[topic] = subprocess.Popen(["mosquitto_pub", "-p", port, "-q", "1", "-t", topic, "-l"], stdin=subprocess.PIPE, text=True)
+    procs[topic].stdin.write(payload + "\n"); procs[topic].stdin.flush()
+for p in procs.values():
+    p.stdin.close(); p.wait()
+' "$mqport"
+}
+online() {
+    for d in 0 1 2 3 4 5 6 7; do
+        mosquitto_pub -p "$mqport" -q 1 -r -t "parkwise/v1/bench/dev-$d/status" \
+            -m "{\"state\":\"online\",\"boot\":1,\"version\":\"bench\",\"since\":\"2026-12-01T00:00:00.000Z\"}"
+    done
+}
+start_bridge() {  # client-id share-group(or -) log
+    local config="$work/$1.yaml"
+    printf 'client_id: %s\n' "$1" > "$config"
+    [ "$2" != - ] && printf 'share_group: %s\n' "$2" >> "$config"
+    "$bridge" run --broker "mqtt://127.0.0.1:$mqport" --database "$db" --config "$config" 2> "$3" &
+    pids+=($!)
+    until grep -q "bridge running" "$3"; do sleep 0.05; done
+    echo $!
+}
+stop_bridge() { kill -TERM "$1"; wait "$1" 2>/dev/null || true; }
+wait_count() { until [ "$(sql 'SELECT count(*) FROM sensor_events')" -ge "$1" ]; do sleep 0.05; done; }
+now() { date +%s.%N; }
+
+echo "== throughput: $events events drained from the broker's queue, one bridge"
+pid=$(start_bridge bench-1 - "$work/b1.log"); online; stop_bridge "$pid"
+generate "$events" 0 1 | publish
+pid=$(start_bridge bench-1 - "$work/b1.log"); t0=$(now)
+wait_count "$events"; t1=$(now)
+stop_bridge "$pid"
+python3 -c "print(f'one instance: {int($events / ($t1 - $t0))} events/s committed ($events in {$t1 - $t0:.2f} s)')"
+grep "info applied" "$work/b1.log" | tail -1
+
+echo "== throughput: $events more, two bridges sharing the feed (\$share/bench/…)"
+sql "TRUNCATE sensor_events" >/dev/null
+pa=$(start_bridge bench-a bench "$work/ba.log"); pb=$(start_bridge bench-b bench "$work/bb.log")
+stop_bridge "$pa"; stop_bridge "$pb"
+first=$(( events / 8 + 1 ))
+generate "$events" 0 "$first" | publish
+pa=$(start_bridge bench-a bench "$work/ba.log"); pb=$(start_bridge bench-b bench "$work/bb.log"); t0=$(now)
+wait_count "$events"; t1=$(now)
+stop_bridge "$pa"; stop_bridge "$pb"
+python3 -c "print(f'two instances: {int($events / ($t1 - $t0))} events/s committed ($events in {$t1 - $t0:.2f} s)')"
+
+echo "== latency at 100 events/s for 20 s (broker delivery to committed row)"
+for mode in one two; do
+    sql "TRUNCATE sensor_events" >/dev/null
+    first=$(( first + events / 8 + 1000 ))
+    if [ $mode = one ]; then
+        pa=$(start_bridge bench-1 - "$work/l1.log"); logs=("$work/l1.log"); running=("$pa")
+    else
+        pa=$(start_bridge bench-a bench "$work/la.log"); pb=$(start_bridge bench-b bench "$work/lb.log")
+        logs=("$work/la.log" "$work/lb.log"); running=("$pa" "$pb")
+    fi
+    generate 2000 100 "$first" | publish
+    wait_count 2000
+    for p in "${running[@]}"; do stop_bridge "$p"; done
+    echo "$mode instance(s):"
+    for l in "${logs[@]}"; do grep "info applied" "$l" | tail -1 | sed 's/^/  /'; done
+done
