@@ -140,6 +140,11 @@ fi
 sdk=$px/sdk-$suite
 variant=$sdk/parkwise-$suite.artifactbundle/$suite
 mkdir -p "$variant"
+# Without it the driver warns on every compile job ("Could not read SDKSettings.json").
+[ -e "$sysroot/SDKSettings.json" ] || cat >"$sysroot/SDKSettings.json" <<JSON
+{ "DisplayName": "Debian $(cross_debian_release "$suite") ($suite) arm64", "Version": "$(cross_debian_release "$suite").0",
+  "CanonicalName": "debian$(cross_debian_release "$suite")-arm64" }
+JSON
 linker_inputs=""
 if [ "$suite" = bookworm ]; then
     cat >"$sdk/glibc236-compat.c" <<'C'
