@@ -83,3 +83,94 @@ import Uplink
         #expect(agent.wait(10) == 0)
     }
 }
+
+/// Hostile commands over MQTT (fixed seeds): mutated, oversized, deeply nested, binary and
+/// out-of-range payloads on known and unknown command topics. Oracle: the agent answers each with
+/// a reply (an error for every bad one), never dies of a signal, and still obeys a good command after.
+@Suite(.serialized) struct HostileCommandTests {
+    struct Mix: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
+    static func hostile(_ random: inout Mix) -> String {
+        let valid = #"{"level": "P2", "count": 7, "id": "c"}"#
+        switch Int.random(in: 0..<8, using: &random) {
+        case 0:   // a valid command with bytes flipped
+            var bytes = Array(valid.utf8)
+            for _ in 0..<Int.random(in: 1...4, using: &random) {
+                bytes[Int.random(in: 0..<bytes.count, using: &random)] = UInt8.random(in: 32...126, using: &random)
+            }
+            return String(decoding: bytes, as: UTF8.self)
+        case 1: return #"{"level": "P2", "count": \#(["9223372036854775807", "-1", "1e308", "18446744073709551616", "null", "\"7\""].randomElement(using: &random)!)}"#
+        case 2: return String(repeating: "[", count: Int.random(in: 1000...50_000, using: &random))
+        case 3: return #"{"level": ""# + String(repeating: "P", count: 200_000) + #"", "count": 1}"#
+        case 4: return String((0..<Int.random(in: 1...300, using: &random)).map { _ in Character(UnicodeScalar(UInt8.random(in: 1...255, using: &random))) })
+        case 5: return #"{"id": \#(String(repeating: "{\"a\":", count: 2000))1\#(String(repeating: "}", count: 2000))}"#
+        case 6: return ""
+        default: return #"{"level": "P2", "count": 3, "id": ["not", "a", "string"]}"#
+        }
+    }
+
+    /// What the agent must accept: rebirth whatever its payload, calibrate of P2 (capacity 48) to a count it can hold.
+    static func isValid(_ name: String, _ payload: String) -> Bool {
+        if name == "rebirth" { return true }
+        guard name == "calibrate",
+              let object = (try? JSONSerialization.jsonObject(with: Data(payload.utf8))) as? [String: Any],
+              object["level"] as? String == "P2", let count = object["count"] as? Int, (0...48).contains(count),
+              object["id"] == nil || object["id"] is String else { return false }
+        return true
+    }
+
+    @Test func hostileCommandsGetErrorsAndChangeNothing() throws {
+        let dir = temporaryDirectory()
+        let broker = try Broker()
+        let subscriber = try Subscriber(broker)
+        try subscriber.listen()
+        let agent = try Child(agentBinary, ["run", "--config", try writeGarage(dir), "--replay", try writeTrace(dir, ""),
+                                            "--broker", broker.url, "--outbox", dir.path + "/outbox"])
+        let prefix = "parkwise/v1/testsite/p2-east"
+        #expect(eventually(10) { subscriber.messages.contains { $0.topic == prefix + "/status" } }, "\(agent.stderr)")
+        var random = Mix(state: 20261201)
+        let count = Int(ProcessInfo.processInfo.environment["PARKWISE_FUZZ_CASES"] ?? "") ?? 40
+        var expected: [Bool] = []   // the reply each command on cmd/<name> must get (cmd/a/b is not the agent's)
+        var sent: [String] = []
+        for _ in 0..<count {
+            let name = ["calibrate", "rebirth", "calibrate", "explode", "calibrate/x"].randomElement(using: &random)!
+            let topic = prefix + "/cmd/" + name
+            let payload = HostileCommandTests.hostile(&random)
+            if name != "calibrate/x" {
+                expected.append(HostileCommandTests.isValid(name, payload))
+                sent.append("\(name) \(payload.prefix(60))")
+            }
+            // Large payloads go through a file: argv has its limits.
+            let file = dir.appendingPathComponent("payload").path
+            try payload.write(toFile: file, atomically: true, encoding: .utf8)
+            let pub = try Child("/usr/bin/mosquitto_pub", ["-p", "\(broker.port)", "-q", "1", "-t", topic, "-f", file])
+            #expect(pub.wait(10) == 0)
+        }
+        try publish(broker, prefix + "/cmd/calibrate", #"{"level": "P2", "count": 5, "id": "after-the-storm"}"#)
+        #expect(eventually(20) { subscriber.messages.contains { $0.topic == prefix + "/reply" && $0.payload.contains("after-the-storm") } },
+                "\(agent.stderr)")
+        #expect(!agent.hasExited, "the agent survived: \(agent.stderr)")
+        let replies = subscriber.messages.filter { $0.topic == prefix + "/reply" }.map(\.json)
+        let got = replies.map { $0["ok"] as? Bool ?? false }
+        let wrong = zip(sent, zip(expected, got)).filter { $1.0 != $1.1 }.map { "\($0) -> ok \($1.1)" }
+        #expect(got == expected + [true], "one reply per command, an error for each bad one: \(wrong)")
+        #expect(replies.allSatisfy { ($0["error"] as? String ?? "").count < 200 }, "errors do not echo hostile payloads back")
+        let last = try #require(replies.last)
+        #expect(last["ok"] as? Bool == true && last["id"] as? String == "after-the-storm")
+        #expect(eventually(10) {
+            (try? retainedMessages(broker, prefix + "/state/level/P2"))?.first?.json["lane_count"] as? Int == 5
+        })
+        agent.signal(SIGTERM)
+        #expect(agent.wait(10) == 0, "\(agent.stderr)")
+        subscriber.stop()
+    }
+}
