@@ -91,7 +91,7 @@ let package = Package(
                     path: "Tests/CoreTests"),
         // Test helpers shared by the end-to-end test targets: child processes, a private mosquitto.
         .target(name: "TestSupport", path: "Tests/TestSupport"),
-        .testTarget(name: "AgentTests", dependencies: ["ParkWiseContract", "Uplink", "TestSupport"], path: "Tests/AgentTests"),
+        .testTarget(name: "AgentTests", dependencies: ["ParkWiseContract", "Uplink", "Simulation", "TestSupport"], path: "Tests/AgentTests"),
         // The bridge against a private PostgreSQL 15, a private mosquitto and the real agent.
         .testTarget(name: "BridgeTests", dependencies: ["TestSupport"], path: "Tests/BridgeTests"),
     ],

@@ -1,5 +1,6 @@
 import Foundation
 import ParkWiseContract
+import Simulation
 import Testing
 import TestSupport
 import Uplink
@@ -88,18 +89,7 @@ import Uplink
 /// out-of-range payloads on known and unknown command topics. Oracle: the agent answers each with
 /// a reply (an error for every bad one), never dies of a signal, and still obeys a good command after.
 @Suite(.serialized) struct HostileCommandTests {
-    struct Mix: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
-    static func hostile(_ random: inout Mix) -> String {
+    static func hostile(_ random: inout SeededRandom) -> String {
         let valid = #"{"level": "P2", "count": 7, "id": "c"}"#
         switch Int.random(in: 0..<8, using: &random) {
         case 0:   // a valid command with bytes flipped
@@ -137,7 +127,7 @@ import Uplink
                                             "--broker", broker.url, "--outbox", dir.path + "/outbox"])
         let prefix = "parkwise/v1/testsite/p2-east"
         #expect(eventually(10) { subscriber.messages.contains { $0.topic == prefix + "/status" } }, "\(agent.stderr)")
-        var random = Mix(state: 20261201)
+        var random = SeededRandom(seed: 20261201)
         let count = Int(ProcessInfo.processInfo.environment["PARKWISE_FUZZ_CASES"] ?? "") ?? 40
         var expected: [Bool] = []   // the reply each command on cmd/<name> must get (cmd/a/b is not the agent's)
         var sent: [String] = []

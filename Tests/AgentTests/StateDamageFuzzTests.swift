@@ -1,4 +1,5 @@
 import Foundation
+import Simulation
 import Testing
 import TestSupport
 
@@ -8,22 +9,11 @@ import TestSupport
 /// no hang, exit 0 on SIGTERM), `boot` went up, and every seq below the new run's first one arrives
 /// or lies in a declared `outbox.dropped` range. Fixed seeds; PARKWISE_FUZZ_CASES=N runs more (nightly).
 @Suite(.serialized) struct StateDamageFuzzTests {
-    struct Mix: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     static let files = ["outbox.log", "device-state.json", "device-state.json.bak", "seq.ledger"]
     static let cases = Int(ProcessInfo.processInfo.environment["PARKWISE_FUZZ_CASES"] ?? "") ?? 12
 
     /// One damage to one file; returns what was done, for the failure message.
-    static func damage(_ path: String, _ random: inout Mix) throws -> String {
+    static func damage(_ path: String, _ random: inout SeededRandom) throws -> String {
         let name = (path as NSString).lastPathComponent
         guard var bytes = FileManager.default.contents(atPath: path).map([UInt8].init), !bytes.isEmpty else {
             return "\(name): absent"
@@ -52,7 +42,7 @@ import TestSupport
     }
 
     @Test(arguments: 1...cases) func aDamagedStateDirectoryStillKeepsTheSequencePromise(seed: Int) throws {
-        var random = Mix(state: UInt64(seed) &* 7919)
+        var random = SeededRandom(seed: UInt64(seed) &* 7919)
         let dir = temporaryDirectory()
         let config = try writeBusyGarage(dir)
         let outbox = dir.path + "/outbox"
