@@ -56,6 +56,13 @@ import Testing
         #expect(found.count == 1, "\(found.map(\.description))")
     }
 
+    @Test func aMistypedTLSBrokerIsOneIssueNotAlsoTLSWithoutBroker() {
+        let found = issues(minimal + "\nmqtt: { brokers: [\"mqtts//10.0.0.5:8883\"], tls: { ca: /etc/ca.pem } }\n")
+        #expect(found.map(\.message) == ["'mqtts//10.0.0.5:8883' is not a broker address"])
+        let plain = issues(minimal + "\nmqtt: { brokers: [\"mqtt://10.0.0.5:1883\"], tls: { ca: /etc/ca.pem } }\n")
+        #expect(plain.map(\.message) == ["mqtt.tls is set but no broker uses mqtts://"])
+    }
+
     @Test func missingLevelsAreOneIssue() {
         let found = issues(minimal.replacingOccurrences(of: "levels:\n  - { id: P2, capacity: 48 }\n", with: ""))
         #expect(found.map(\.message) == ["missing required key 'levels'"])

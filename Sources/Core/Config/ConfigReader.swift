@@ -62,11 +62,13 @@ public struct ConfigReader {
         }
         guard let map = mapping(node, keys: ["brokers", "credentials", "keepalive", "tls", "protocol"], in: "mqtt") else { return nil }
         var brokers: [BrokerAddress] = []
+        var brokersRead = true
         if let list = map["brokers"] {
             let items = self.list(list, what: "mqtt.brokers")
             for item in items {
                 guard let text = string(item, what: "a broker address") else { continue }
                 if let broker = BrokerAddress.parse(text) { brokers.append(broker) } else {
+                    brokersRead = false
                     report(item.mark, "'\(text)' is not a broker address",
                            hint: "write mqtt://HOST:PORT, or mqtts://HOST:PORT for TLS (e.g. mqtt://10.0.0.5:1883)")
                 }
@@ -93,7 +95,7 @@ public struct ConfigReader {
                 report(t.mark, "mqtt.tls needs both cert and key for a client certificate",
                        hint: "give cert: and key: together, or neither (server-verified TLS only)")
             }
-            if !brokers.contains(where: \.tls) {
+            if brokersRead && !brokers.contains(where: \.tls) {
                 report(t.mark, "mqtt.tls is set but no broker uses mqtts://",
                        hint: "write the brokers as mqtts://HOST:8883")
             }
