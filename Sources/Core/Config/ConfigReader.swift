@@ -73,7 +73,9 @@ public struct ConfigReader {
                            hint: "write mqtt://HOST:PORT, or mqtts://HOST:PORT for TLS (e.g. mqtt://10.0.0.5:1883)")
                 }
             }
-            if items.isEmpty { report(list.mark, "mqtt.brokers is empty", hint: "list at least one broker, e.g. [\"mqtt://127.0.0.1:1883\"]") }
+            if items.isEmpty && !list.isCollectionOfOtherKind {
+                report(list.mark, "mqtt.brokers is empty", hint: "list at least one broker, e.g. [\"mqtt://127.0.0.1:1883\"]")
+            }
         } else {
             brokers = [BrokerAddress(tls: false, host: "127.0.0.1", port: 1883)]
         }
@@ -154,7 +156,9 @@ public struct ConfigReader {
     private mutating func readLevels(_ node: ConfigNode?) -> (levels: [LevelConfig], named: Set<String>) {
         guard let node else { return ([], []) }
         let items = list(node, what: "levels")
-        if items.isEmpty { report(node.mark, "levels is empty", hint: "list each level, e.g. - { id: P1, capacity: 60 }") }
+        if items.isEmpty && !node.isCollectionOfOtherKind {
+            report(node.mark, "levels is empty", hint: "list each level, e.g. - { id: P1, capacity: 60 }")
+        }
         var named: Set<String> = []
         let levels: [LevelConfig] = items.compactMap { item in
             guard let map = mapping(item, keys: ["id", "capacity", "name"], in: "a level") else { return nil }
