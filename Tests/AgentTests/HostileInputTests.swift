@@ -82,3 +82,64 @@ import Uplink
         #expect(agent.wait(10) == 0)
     }
 }
+
+/// Commands over MQTT come from outside: malformed, absurd or deep payloads get an error reply and
+/// change nothing; the agent keeps running and still obeys a good command.
+@Suite struct HostileCommandTests {
+    @Test func hostileCommandPayloadsAreRefusedAndTheAgentRunsOn() throws {
+        let dir = temporaryDirectory()
+        let broker = try Broker()
+        let subscriber = try Subscriber(broker)
+        try subscriber.listen()
+        let agent = try Child(agentBinary, ["run", "--config", try writeGarage(dir), "--replay", try writeTrace(dir),
+                                            "--broker", broker.url, "--outbox", dir.path + "/outbox"])
+        let prefix = "parkwise/v1/testsite/p2-east"
+        #expect(eventually(10) { agent.stderr.contains("uplink connected") }, "\(agent.stderr)")
+        let hostile = [
+            #"{"level": "P2", "count": 9223372036854775807, "id": "h1"}"#,
+            #"{"level": "P2", "count": -1, "id": "h2"}"#,
+            #"{"level": "P2", "count": 1e300, "id": "h3"}"#,
+            #"{"level": "P2", "count": 99999999999999999999999, "id": "h4"}"#,
+            #"{"level": "P9", "count": 3, "id": "h5"}"#,
+            "{\"level\": \"P2\", \"count\": " + String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000) + ", \"id\": \"h6\"}",
+            String(repeating: "{\"a\": ", count: 50_000),
+            "",
+            "\u{FFFD}\u{0}not json",
+        ]
+        for payload in hostile {
+            let file = dir.appendingPathComponent("payload").path
+            try payload.write(toFile: file, atomically: true, encoding: .utf8)
+            let pub = try Child("/usr/bin/mosquitto_pub", ["-p", "\(broker.port)", "-q", "1", "-t", prefix + "/cmd/calibrate", "-f", file])
+            #expect(pub.wait(5) == 0)
+        }
+        try publish(broker, prefix + "/cmd/calibrate", #"{"level": "P2", "count": 7, "id": "good"}"#)
+        let replies = { subscriber.messages.filter { $0.topic == prefix + "/reply" }.map(\.json) }
+        #expect(eventually(10) { replies().count == hostile.count + 1 }, "\(replies()); \(agent.stderr.suffix(800))")
+        #expect(replies().dropLast().allSatisfy { $0["ok"] as? Bool == false })
+        #expect(replies().last?["ok"] as? Bool == true && replies().last?["id"] as? String == "good")
+        #expect(eventually(10) { subscriber.messages.contains { $0.topic == prefix + "/state/level/P2" && $0.payload.contains("\"lane_count\":7") } })
+        agent.signal(SIGTERM)
+        #expect(agent.wait(10) == 0)
+        subscriber.stop()
+    }
+}
+
+/// A config cut short anywhere (a full disk, a copy interrupted): check-config exits 0 or 78, every
+/// line it prints is a located error, its hint, or the count; never a signal.
+@Suite struct TruncatedConfigTests {
+    @Test func aConfigCutAnywhereIsCheckedCleanly() throws {
+        let campus = try Data(contentsOf: URL(fileURLWithPath: packageRoot + "/hardware/examples/campus.yaml"))
+        let path = temporaryDirectory().appendingPathComponent("cut.yaml").path
+        var outcomes: [Int32: Int] = [:]
+        for cut in stride(from: 0, to: campus.count, by: max(1, campus.count / 40)) {
+            try campus.prefix(cut).write(to: URL(fileURLWithPath: path))
+            let r = try runAgent(["check-config", path])
+            outcomes[r.code, default: 0] += 1
+            #expect(r.code == 0 || r.code == 78, "cut at \(cut): exit \(r.code)")
+            for line in r.err.split(separator: "\n") {
+                #expect(line.hasPrefix("\(path):") || line.hasPrefix("    hint: "), "cut at \(cut): \(line)")
+            }
+        }
+        #expect(outcomes[78, default: 0] > 30, "\(outcomes)")
+    }
+}
