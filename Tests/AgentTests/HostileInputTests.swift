@@ -152,3 +152,24 @@ import Uplink
         #expect(outcomes[78, default: 0] > 30, "\(outcomes)")
     }
 }
+
+/// A config whose simulated traffic stalls (one sensed spot on a 48-space level, no lanes: its
+/// vehicle never leaves, nobody else can park) used to spin the simulator forever; now it says so.
+@Suite struct StalledSimulationTests {
+    @Test func aStalledSimulationIsReportedAndTheAgentStopsCleanly() throws {
+        let dir = temporaryDirectory()
+        let path = dir.appendingPathComponent("stall.yaml").path
+        try """
+        site: testsite
+        device: stall
+        board: simulated
+        levels: [ { id: P2, capacity: 48 } ]
+        spots: [ { id: P2-A-01, input: GPIO22, delayed_on: 1s, delayed_off: 1s } ]
+        """.write(toFile: path, atomically: true, encoding: .utf8)
+        let agent = try Child(agentBinary, ["run", "--config", path, "--speed", "10000", "--broker", "mqtt://127.0.0.1:9",
+                                            "--outbox", dir.path + "/outbox"])
+        #expect(eventually(15) { agent.stderr.contains("traffic simulator stalled") }, "\(agent.stderr)")
+        agent.signal(SIGTERM)
+        #expect(agent.wait(10) == 0)
+    }
+}
