@@ -2,7 +2,8 @@ import Glibc
 import ParkWiseCore
 
 /// The one dedicated thread (a pthread, outside the Swift concurrency pool) that waits for line events.
-/// It sleeps in poll() on the line event fds and the wakeup fd: no timers, no value polling while idle.
+/// It sleeps in poll() on the line event fds and the wakeup fd, waking every few seconds only to notice a removed
+/// chip: no value polling.
 final class EventThread: Sendable {
     private let thread: pthread_t
     private let wakeup: Wakeup
@@ -78,6 +79,10 @@ private final class EventLoop {
         self.failed = failed
     }
 
+    /// A chip removed under the agent does not wake poll() on Linux 6.1 (Debian 12), but a poll() made after
+    /// the removal reports its line fds as hung up: so the thread looks again this often while idle.
+    static let recheckMilliseconds: Int32 = 5000
+
     func run() {
         let input = Int16(POLLIN)
         // Slot 0 is the wakeup; slot i + 1 is input i.
@@ -87,7 +92,7 @@ private final class EventLoop {
         var batch: [(change: LineChange, sequence: Int)] = []
 
         while true {
-            let ready = slots.withUnsafeMutableBufferPointer { poll($0.baseAddress, nfds_t($0.count), -1) }
+            let ready = slots.withUnsafeMutableBufferPointer { poll($0.baseAddress, nfds_t($0.count), Self.recheckMilliseconds) }
             if ready < 0 {
                 let number = Glibc.errno
                 if number == EINTR || number == EAGAIN { continue }

@@ -46,9 +46,13 @@ public struct TrafficSimulator: Sendable {
         }
     }
 
-    /// The next line change, in time order. The simulation never ends.
+    /// The next line change, in time order. The simulation ends (nil) only when a simulated week
+    /// brings no change at all: drivers that can neither arrive nor leave (every sensed spot of a level
+    /// taken by a vehicle the level's profile never sends home).
     public mutating func next() -> TimedChange? {
+        let giveUp = plannedUntil + .seconds(7 * 86_400)
         while pending.first.map({ $0.change.offset >= plannedUntil }) ?? true {
+            if pending.first == nil && plannedUntil >= giveUp { return nil }
             planMinute()
         }
         return pending.popFirst()?.change

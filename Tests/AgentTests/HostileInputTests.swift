@@ -28,6 +28,15 @@ import Uplink
         #expect(r.err.contains("deep.yaml:1:38: error: YAML nested more than 32 levels deep"))
     }
 
+    @Test(arguments: ["1e-300", "0.001", "0", "-1", "nan", "inf", "10001"])
+    func aSpeedOutOfRangeIsAUsageErrorNotACrash(speed: String) throws {
+        let dir = temporaryDirectory()
+        let r = try runAgent(["run", "--config", try writeGarage(dir), "--replay", try writeTrace(dir), "--speed", speed,
+                              "--broker", "mqtt://127.0.0.1:9", "--outbox", dir.path + "/outbox"])
+        #expect(r.code == 64, "\(r.err)")
+        #expect(r.err.contains("--speed must be a number between 0.01 and 10000"))
+    }
+
     @Test func aTraceTimeBeyondAYearIsRefusedBeforeRunning() throws {
         let dir = temporaryDirectory()
         let trace = try writeTrace(dir, "{\"t_ms\": 100, \"input\": \"GPIO22\", \"value\": 1}\n"

@@ -162,13 +162,13 @@ spots:
     }
 
     @Test func durations() {
-        #expect(DurationText.parse("250ms") == .milliseconds(250))
-        #expect(DurationText.parse("5s") == .seconds(5))
-        #expect(DurationText.parse("2m") == .seconds(120))
-        #expect(DurationText.parse("1.5s") == .milliseconds(1500))
-        #expect(DurationText.parse("0") == .zero)
-        #expect(DurationText.parse("5") == nil)
-        #expect(DurationText.parse("-1s") == nil)
+        #expect((try? DurationText.read("250ms")) == .milliseconds(250))
+        #expect((try? DurationText.read("5s")) == .seconds(5))
+        #expect((try? DurationText.read("2m")) == .seconds(120))
+        #expect((try? DurationText.read("1.5s")) == .milliseconds(1500))
+        #expect((try? DurationText.read("0")) == .zero)
+        #expect((try? DurationText.read("5")) == nil)
+        #expect((try? DurationText.read("-1s")) == nil)
         #expect(DurationText.format(.seconds(120)) == "2m")
     }
 

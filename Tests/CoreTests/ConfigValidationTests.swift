@@ -56,6 +56,25 @@ import Testing
         #expect(found.count == 1, "\(found.map(\.description))")
     }
 
+    @Test func aMistypedTLSBrokerIsOneIssueNotAlsoTLSWithoutBroker() {
+        let found = issues(minimal + "\nmqtt: { brokers: [\"mqtts//10.0.0.5:8883\"], tls: { ca: /etc/ca.pem } }\n")
+        #expect(found.map(\.message) == ["'mqtts//10.0.0.5:8883' is not a broker address"])
+        let plain = issues(minimal + "\nmqtt: { brokers: [\"mqtt://10.0.0.5:1883\"], tls: { ca: /etc/ca.pem } }\n")
+        #expect(plain.map(\.message) == ["mqtt.tls is set but no broker uses mqtts://"])
+    }
+
+    @Test(arguments: ["levels: lots", "levels: { P2: 48 }"])
+    func levelsThatAreNoListAreOneIssueNotAlsoEmpty(levels: String) {
+        let found = issues(minimal.replacingOccurrences(of: "levels:\n  - { id: P2, capacity: 48 }", with: levels))
+        #expect(found.count == 1, "\(found.map(\.message))")
+        #expect(found.first?.message.hasPrefix("levels must be a list") == true)
+    }
+
+    @Test func brokersThatAreNoListAreOneIssueNotAlsoEmpty() {
+        let found = issues(minimal + "\nmqtt: { brokers: mqtt://10.0.0.5 }\n")
+        #expect(found.map(\.message) == ["mqtt.brokers must be a list (lines starting with '- '), found a single value"])
+    }
+
     @Test func missingLevelsAreOneIssue() {
         let found = issues(minimal.replacingOccurrences(of: "levels:\n  - { id: P2, capacity: 48 }\n", with: ""))
         #expect(found.map(\.message) == ["missing required key 'levels'"])

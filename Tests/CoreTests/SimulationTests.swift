@@ -66,3 +66,17 @@ import Testing
         }
     }
 }
+
+extension SimulationTests {
+    /// One sensed spot on a 48-space level: its vehicle never leaves and nobody else can park; the
+    /// simulation ends instead of planning empty minutes forever (it hung `run --simulate`; found by fuzzing).
+    @Test func aGarageWhoseTrafficStallsEndsTheSimulation() throws {
+        let config = try parse(minimal.replacingOccurrences(of: "  - { id: P2-ramp, from: outside, to: P2, loops: { a: GPIO17, b: GPIO27 } }\n", with: "")
+            .replacingOccurrences(of: "lanes:\n", with: ""))
+        var simulator = TrafficSimulator(config: config, seed: 7, startMinute: 8 * 60)
+        var changes: [TimedChange] = []
+        while changes.count < 1000, let change = simulator.next() { changes.append(change) }
+        #expect(!changes.isEmpty && changes.count < 1000)
+        #expect(simulator.next() == nil)
+    }
+}

@@ -250,6 +250,12 @@ inventory() {  # GPIOInventory.lines() through `parkwise-agent lines`, against g
     check "lines: as many lines as gpioinfo" "[ \$(grep -c -E 'GPIO[0-9]+' /tmp/lines.out) -ge \$(gpioinfo | grep -c -E '\"GPIO[0-9]+\"') ] || { gpioinfo | grep -c GPIO; grep -c GPIO /tmp/lines.out; false; }"
 }
 
+chip_gone() {  # the MCP23017 removed under the agent: both spots faulted (lost), then exit 1 so systemd restarts it
+    check "agent starts" "(\$AGENT run --config /sim/configs/mcp-bias.yaml --broker mqtt://127.0.0.1:1883 --outbox /tmp/outbox-gone > /tmp/gone.log 2>&1; echo \$? > /tmp/gone.rc) & wait_msg 30 $T/mcp-bias/status '\"online\"' > /dev/null && wait_used mcp 2 && wait_used mcp 9" &&
+    check "chip removed: sensor.fault lost for both spots" "echo 0 > \$SIM/mcp/live; wait_msg 10 $T/mcp-bias/events '\"sensor.fault\"' '\"lost\"' 'spot P1-A-01' && wait_msg 10 $T/mcp-bias/events '\"sensor.fault\"' '\"lost\"' 'spot P1-A-02'" &&
+    check "the agent exits 1" "n=0; while [ ! -f /tmp/gone.rc ] && [ \$n -lt 200 ]; do n=\$((n + 1)); usleep 50000; done; cat /tmp/gone.log; [ \"\$(cat /tmp/gone.rc 2>/dev/null)\" = 1 ] && grep -q 'every GPIO input is lost' /tmp/gone.log"
+}
+
 # run_pass BUILD: the cases (and with --bench the benchmark) against that build's agent, in a fresh VM.
 run_pass() {
     local build=$1 dir="$WORK/gpiod$1" fails_before=$FAIL start=$SECONDS
@@ -275,6 +281,7 @@ run_pass() {
     run_case "board raspberry-pi-5 resolved by chip label (rp1 is gpiochip2)" label_resolution "[ -f /tmp/pi5.pid ] && stop pi5; pull pi5 17 down"
     run_case "board auto with GPIO17 on two chips is refused" auto_ambiguous ""
     run_case "parkwise-agent lines matches gpioinfo" inventory ""
+    run_case "chip removed under the agent: faults, then exit 1" chip_gone "echo 1 > \$SIM/mcp/live"
 
     if [[ $BENCH -eq 1 ]]; then
         echo "${PFX}--- benchmark (inside the VM, qemu TCG; figures only, no assertions)"

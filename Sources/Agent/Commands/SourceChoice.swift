@@ -9,7 +9,7 @@ enum SourceChoice {
     static let options: [CommandSpec.Option] = [
         .init(name: "simulate", value: nil, help: "Drive the inputs from the traffic simulator."),
         .init(name: "replay", value: "trace", help: "Drive the inputs from a trace (JSON lines); no GPIO is opened."),
-        .init(name: "speed", value: "factor", help: "Run simulated or replayed time this many times faster (default 1)."),
+        .init(name: "speed", value: "factor", help: "Run simulated or replayed time this many times faster, 0.01 to 10000 (default 1)."),
         .init(name: "seed", value: "n", help: "Seed of the traffic simulator (default 1)."),
         .init(name: "sim-start", value: "hh:mm", help: "Local time of day the simulation starts at (default 06:30)."),
     ]
@@ -26,8 +26,9 @@ enum SourceChoice {
 
     /// Opens what the arguments ask for; on failure the problem is printed and its exit code returned.
     static func open(_ args: ParsedArguments, config: AgentConfig, command: CommandSpec) -> Opened {
-        guard let speed = Double(args.option("speed") ?? "1"), speed > 0, speed <= 10_000 else {
-            printError(UsageError(command: command, message: "--speed must be a number between 0 and 10000").text)
+        // Slower than 0.01 turns a year of trace into more nanoseconds of waiting than an Int64 holds.
+        guard let speed = Double(args.option("speed") ?? "1"), speed >= 0.01, speed <= 10_000 else {
+            printError(UsageError(command: command, message: "--speed must be a number between 0.01 and 10000").text)
             return .failed(ExitCode.usage)
         }
         guard let seed = UInt64(args.option("seed") ?? "1") else {

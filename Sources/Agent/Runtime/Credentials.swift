@@ -11,26 +11,29 @@ struct Credentials: Sendable {
     struct Problem: Error, CustomStringConvertible {
         var message: String
         var hint: String
+        /// The errno of a failed stat() or access(), when that was the problem.
+        var errno: Int32?
         var description: String { "\(message)\n    hint: \(hint)" }
     }
 
-    /// A file the agent's user can read: the errno of the failure otherwise.
-    static func checkReadable(_ path: String, what: String) throws(Problem) {
+    /// A file the agent's user can read, and its status.
+    @discardableResult
+    static func checkReadable(_ path: String, what: String) throws(Problem) -> stat {
         var st = stat()
         guard stat(path, &st) == 0, access(path, R_OK) == 0 else {
-            throw Problem(message: "cannot read \(what) \(path): \(String(cString: strerror(errno)))",
-                          hint: "check the path in the config, and that the agent's user may read the file")
+            let number = Glibc.errno
+            throw Problem(message: "cannot read \(what) \(path): \(String(cString: strerror(number)))",
+                          hint: "check the path in the config, and that the agent's user may read the file", errno: number)
         }
         if st.st_mode & S_IFMT == S_IFDIR {
             throw Problem(message: "\(what) \(path) is a directory", hint: "give the path of the file itself")
         }
+        return st
     }
 
     /// Refuses a secret (credentials, private key) that group or others may read, as ssh does.
     static func checkPrivate(_ path: String, what: String) throws(Problem) {
-        try checkReadable(path, what: what)
-        var st = stat()
-        _ = stat(path, &st)
+        let st = try checkReadable(path, what: what)
         if st.st_mode & 0o077 != 0 {
             throw Problem(message: "\(what) \(path) is readable by group or others (mode "
                           + String(st.st_mode & 0o777, radix: 8) + ")", hint: "chmod 600 \(path)")

@@ -1,6 +1,7 @@
 import GPIO
 import ParkWiseContract
 import ParkWiseCore
+import ParkWiseLog
 import Simulation
 
 /// Where line changes come from: the board's GPIO, the traffic simulator, or a recorded trace.
@@ -37,6 +38,9 @@ enum LineSource {
                 var simulator = simulator
                 while !Task.isCancelled, let change = simulator.next() {
                     await LineSource.feed(change, clock: clock, into: continuation)
+                }
+                if !Task.isCancelled {
+                    Log.warn("traffic simulator stalled: no vehicle can arrive or leave, no more line changes", [:])
                 }
             }
             return { task.cancel() }

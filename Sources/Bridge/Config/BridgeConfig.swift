@@ -109,11 +109,20 @@ struct BridgeConfigReader {
 
     private mutating func duration(_ node: ConfigNode) -> Duration? {
         guard let text = text(node) else { return nil }
-        guard let value = DurationText.parse(text), value > .zero else {
+        do {
+            let value = try DurationText.read(text)
+            guard value > .zero else {
+                issue(node, "'\(text)' is not a duration", hint: "write it like 90s, 2m or 1h")
+                return nil
+            }
+            return value
+        } catch .tooLong {
+            issue(node, "'\(text)' is longer than \(DurationText.format(DurationText.longest))", hint: "a year at most")
+            return nil
+        } catch {
             issue(node, "'\(text)' is not a duration", hint: "write it like 90s, 2m or 1h")
             return nil
         }
-        return value
     }
 
     private mutating func boolean(_ node: ConfigNode) -> Bool? {

@@ -39,6 +39,13 @@ public struct ConfigNode: Sendable {
         return false
     }
 
+    /// Not a list and not nothing: `list` reported it already, so it is not also "empty".
+    var isCollectionOfOtherKind: Bool {
+        if isNull { return false }
+        if case .sequence = value { return false }
+        return true
+    }
+
     var kindName: String {
         switch value {
         case .scalar: return "a single value"

@@ -62,16 +62,20 @@ public struct ConfigReader {
         }
         guard let map = mapping(node, keys: ["brokers", "credentials", "keepalive", "tls", "protocol"], in: "mqtt") else { return nil }
         var brokers: [BrokerAddress] = []
+        var brokersRead = true
         if let list = map["brokers"] {
             let items = self.list(list, what: "mqtt.brokers")
             for item in items {
                 guard let text = string(item, what: "a broker address") else { continue }
                 if let broker = BrokerAddress.parse(text) { brokers.append(broker) } else {
+                    brokersRead = false
                     report(item.mark, "'\(text)' is not a broker address",
                            hint: "write mqtt://HOST:PORT, or mqtts://HOST:PORT for TLS (e.g. mqtt://10.0.0.5:1883)")
                 }
             }
-            if items.isEmpty { report(list.mark, "mqtt.brokers is empty", hint: "list at least one broker, e.g. [\"mqtt://127.0.0.1:1883\"]") }
+            if items.isEmpty && !list.isCollectionOfOtherKind {
+                report(list.mark, "mqtt.brokers is empty", hint: "list at least one broker, e.g. [\"mqtt://127.0.0.1:1883\"]")
+            }
         } else {
             brokers = [BrokerAddress(tls: false, host: "127.0.0.1", port: 1883)]
         }
@@ -93,7 +97,7 @@ public struct ConfigReader {
                 report(t.mark, "mqtt.tls needs both cert and key for a client certificate",
                        hint: "give cert: and key: together, or neither (server-verified TLS only)")
             }
-            if !brokers.contains(where: \.tls) {
+            if brokersRead && !brokers.contains(where: \.tls) {
                 report(t.mark, "mqtt.tls is set but no broker uses mqtts://",
                        hint: "write the brokers as mqtts://HOST:8883")
             }
@@ -152,7 +156,9 @@ public struct ConfigReader {
     private mutating func readLevels(_ node: ConfigNode?) -> (levels: [LevelConfig], named: Set<String>) {
         guard let node else { return ([], []) }
         let items = list(node, what: "levels")
-        if items.isEmpty { report(node.mark, "levels is empty", hint: "list each level, e.g. - { id: P1, capacity: 60 }") }
+        if items.isEmpty && !node.isCollectionOfOtherKind {
+            report(node.mark, "levels is empty", hint: "list each level, e.g. - { id: P1, capacity: 60 }")
+        }
         var named: Set<String> = []
         let levels: [LevelConfig] = items.compactMap { item in
             guard let map = mapping(item, keys: ["id", "capacity", "name"], in: "a level") else { return nil }

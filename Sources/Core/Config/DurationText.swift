@@ -11,8 +11,6 @@ public enum DurationText {
         case tooLong
     }
 
-    public static func parse(_ text: String) -> Duration? { try? read(text) }
-
     public static func read(_ text: String) throws(Problem) -> Duration {
         let trimmed = text.trimmingSpaces
         if trimmed == "0" { return .zero }
