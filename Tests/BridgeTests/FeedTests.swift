@@ -133,3 +133,28 @@ import TestSupport
         #expect(fixture.query("SELECT count(*) FROM spots") == "156")
     }
 }
+
+/// occupancy_snapshots like the simulator's: one row per level per slot, source 'sensor'.
+@Suite struct SnapshotTests {
+    @Test func eachLevelGetsOneSnapshotPerSlotAndAnUnknownCountNone() throws {
+        let fixture = try BridgeFixture()
+        var device = FakeDevice(fixture.broker)
+        device.online()
+        device.spot("P3-A-01", "occupied", since: wireTime(-60))
+        device.spot("P3-A-02", "unknown", since: nil)
+        device.send("state/level/P1", #"{"capacity":60,"free":30,"lane_count":30,"occupied":30,"source":"lanes","spots_occupied":0,"spots_sensed":0,"spots_unknown":0}"#, retain: true)
+        device.send("state/level/P2", #"{"capacity":48,"free":null,"lane_count":null,"occupied":null,"source":"unknown","spots_occupied":0,"spots_sensed":0,"spots_unknown":0}"#, retain: true)
+        _ = device.event("lane.passage", #""lane":"P1-gate","from":"outside","to":"P1""#)
+        fixture.reserve("P1-B-09")
+        // Two-second slots, so a test sees several; the backend's are 15 minutes.
+        try fixture.startBridge(config: "accept_simulated: true\nreassert_every: 200ms\nsnapshot_every: 2s\n")
+        #expect(fixture.waitFor("SELECT count(DISTINCT taken_at) >= 2 FROM occupancy_snapshots", "t"), "\(fixture.bridge?.stderr ?? "")")
+        let latest = "SELECT level_code || ' ' || total || ' ' || free || ' ' || reserved || ' ' || occupied || ' ' || source FROM occupancy_snapshots WHERE taken_at = (SELECT max(taken_at) FROM occupancy_snapshots) ORDER BY level_code"
+        // P1 from the lane count (30 of 60, one reserved); P3 from its spots (the unknown one out of
+        // the total); P2's count is unknown: no row rather than a false number.
+        #expect(fixture.query(latest) == "P1 60 29 1 30 sensor\nP3 47 46 0 1 sensor", "\(fixture.query(latest))")
+        #expect(fixture.query("SELECT count(*) FROM occupancy_snapshots WHERE level_code = 'P2'") == "0")
+        #expect(fixture.query("SELECT count(*) FROM occupancy_snapshots WHERE extract(epoch FROM taken_at)::bigint % 2 <> 0") == "0")
+        #expect(fixture.query("SELECT count(*) FROM (SELECT level_code, taken_at FROM occupancy_snapshots GROUP BY 1, 2 HAVING count(*) > 1) d") == "0")
+    }
+}

@@ -48,6 +48,7 @@ enum Migrations {
               state text NOT NULL CHECK (state IN ('free', 'occupied', 'unknown')),
               since timestamptz, checked_in boolean NOT NULL DEFAULT false,
               seq bigint NOT NULL DEFAULT 0,
+              ord bigint NOT NULL DEFAULT 0,
               updated_at timestamptz NOT NULL DEFAULT now())
             """,
             "CREATE INDEX sensor_spots_device ON sensor_spots (site, device)",

@@ -49,6 +49,8 @@ struct DatabaseLoop {
                 if error.isConnectionLoss || !applier.db.isOK {
                     self.applier = nil
                     runtime.problem(error.description)
+                } else if error.isTransient {
+                    Log.debug("batch retried", ["error": error])   // a deadlock or serialization failure
                 } else if pending.count > 1 {
                     // A statement the server rejects: apply one at a time to keep the rest.
                     isolate(applier, error)
