@@ -71,13 +71,14 @@ import TestSupport
         #expect(ok.out.contains("subscribes $share/bridges/parkwise/v1/garage/#"), "\(ok.out)")
 
         let bad = dir.appendingPathComponent("bad.yaml").path
-        try "stale_afterr: 2m\nsnapshot_every: soon\n".write(toFile: bad, atomically: true, encoding: .utf8)
+        try "stale_afterr: 2m\nsnapshot_every: soon\ndevices: [garage/p1, justone]\n".write(toFile: bad, atomically: true, encoding: .utf8)
         let result = try runBridge(["check-config", bad])
         #expect(result.code == 78)
         #expect(result.err.contains("\(bad):1:1: error: unknown setting 'stale_afterr'"), "\(result.err)")
         #expect(result.err.contains("did you mean 'stale_after'?"))
         #expect(result.err.contains("\(bad):2:17: error: 'soon' is not a duration"), "\(result.err)")
-        #expect(result.err.contains("2 problems found"))
+        #expect(result.err.contains("\(bad):3:10: error: 'justone' is not a device like site/device"), "\(result.err)")
+        #expect(result.err.contains("3 problems found"))
 
         let help = try runBridge(["--help"])
         #expect(help.code == 0 && help.out.contains("migrate") && help.out.contains("check-config"))

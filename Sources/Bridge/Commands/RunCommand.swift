@@ -34,7 +34,7 @@ enum RunCommand {
         var config = BridgeConfig()
         if let path = args.option("config") {
             do { config = try BridgeConfigReader.read(try ConfigFile.tree(path: path), file: path) } catch {
-                printError(error.description)
+                printConfigProblems(error, path: path)
                 return ExitCode.config
             }
         }

@@ -64,7 +64,11 @@ struct BridgeConfigReader {
             let key = keyNode.text ?? ""
             switch key {
             case "sites": config.sites = names(value).map(Set.init)
-            case "devices": config.devices = names(value).map(Set.init)
+            case "devices":
+                config.devices = names(value).map(Set.init)
+                for device in config.devices ?? [] where device.split(separator: "/").count != 2 {
+                    issue(value, "'\(device)' is not a device like site/device", hint: "e.g. campus-norte/p2-east")
+                }
             case "stale_after": duration(value).map { config.staleAfter = $0 }
             case "snapshot_every": duration(value).map { config.snapshotEvery = $0 }
             case "reassert_every": duration(value).map { config.reassertEvery = $0 }

@@ -120,6 +120,7 @@ struct DatabaseLoop {
     /// to the broker, online devices are asked to republish their states.
     private mutating func periodic(_ applier: Applier) throws(PostgresError) {
         let number = runtime.connectionNumber
+        guard number > 0 else { return }   // nothing is written before the bridge has started
         if number != seenConnection {
             seenConnection = number
             let online = try applier.db.query(SQL.onlineDevices).rows
