@@ -158,3 +158,35 @@ import TestSupport
         #expect(fixture.query("SELECT count(*) FROM (SELECT level_code, taken_at FROM occupancy_snapshots GROUP BY 1, 2 HAVING count(*) > 1) d") == "0")
     }
 }
+
+/// The bridge never waits for the API's row locks (SKIP LOCKED, like the simulator).
+@Suite struct LockTests {
+    @Test func aCheckInHeldUpByTheApiIsNotWaitedForAndCompletedOnceTheRowIsFree() throws {
+        let fixture = try BridgeFixture()
+        fixture.reserve("P1-C-12")
+        try fixture.startBridge()
+        var device = FakeDevice(fixture.broker)
+        device.online()
+        device.spot("P1-C-13", "free", since: nil)
+        #expect(fixture.waitFor("SELECT status FROM spots WHERE id = 'P1-C-13'", "free"))
+        // An API transaction holds the reservation (and its spot) for 4 s.
+        let api = try Child("/usr/bin/psql", ["-X", "-q", "-d", fixture.url, "-c",
+                                              "BEGIN; SELECT 1 FROM reservations FOR UPDATE; SELECT 1 FROM spots WHERE id = 'P1-C-12' FOR UPDATE; SELECT pg_sleep(4); COMMIT;"])
+        #expect(fixture.waitFor("SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(4)%' AND state = 'active' AND pid <> pg_backend_pid()", "1"))
+        let arrival = wireTime(-3)
+        device.event("spot.occupied", at: arrival, #""spot":"P1-C-12","level":"P1""#)
+        device.event("spot.checkin", #""spot":"P1-C-12","level":"P1","arrival":"\#(arrival)""#)
+        device.spot("P1-C-12", "occupied", since: arrival, checkedIn: true)
+        device.spot("P1-C-13", "occupied", since: wireTime(-1))
+        // Meanwhile the bridge goes on with everything else.
+        #expect(fixture.waitFor("SELECT status FROM spots WHERE id = 'P1-C-13'", "occupied", seconds: 3), "\(fixture.bridge?.stderr ?? "")")
+        #expect(fixture.query("SELECT status FROM reservations") == "active")
+        #expect(!api.hasExited, "the API transaction should still hold its rows")
+        // Once the API commits, the check-in is completed with the arrival time.
+        #expect(api.wait(10) == 0)
+        #expect(fixture.waitFor("SELECT status FROM reservations", "fulfilled"))
+        #expect(epochMs(fixture, "SELECT checked_in_at FROM reservations") == epochMs(fixture, "'\(arrival)'::timestamptz"))
+        #expect(fixture.waitFor("SELECT status || '/' || source FROM spots WHERE id = 'P1-C-12'", "occupied/sensor"))
+        #expect(fixture.query("SELECT count(*) FROM telemetry_events WHERE name = 'sensor.unreserved_arrival'") == "0")
+    }
+}

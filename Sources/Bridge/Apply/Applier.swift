@@ -154,7 +154,9 @@ final class Applier {
             let arrival = event.arrival ?? event.at
             try sensed(key, spot, state: "occupied", since: arrival, checkedIn: true, seq: event.seq, isState: false)
             guard knownSpots.contains(spot) else { return }
-            if try !checkIn(spot, arrival: arrival) {
+            // Not checked in: no reservation waits for it, or the API holds its row right now (the
+            // sweep completes it once free; never waited for).
+            if try !checkIn(spot, arrival: arrival), try db.query(SQL.reservationWaiting, [spot, arrival]).rows.isEmpty {
                 try db.query(SQL.telemetry, ["sensor.unreserved_arrival", json, key.site, key.device])
             }
         case "spot.checkout":
@@ -260,6 +262,12 @@ final class Applier {
                                            textArray(devices.map(\.device)), all ? "true" : "false"]).rows.count
     }
 
+    /// Check-ins and check-outs the sensors saw but that could not be written then (the API held
+    /// the reservation row): how many were completed now.
+    func sweepReservations() throws(PostgresError) -> Int {
+        try db.query(SQL.sweepCheckIns).rows.count + db.query(SQL.sweepCheckOuts).rows.count
+    }
+
     /// Devices offline past `seconds` leave the free count; returns them.
     func markStale(after seconds: Double) throws(PostgresError) -> [DeviceKey] {
         try db.query(SQL.markStale, [String(seconds)]).rows.compactMap { row in
@@ -270,6 +278,8 @@ final class Applier {
 
     /// One snapshot per level for the current slot (nothing when this slot is already written).
     func snapshot(slotSeconds: Double) throws(PostgresError) -> Int {
-        try db.query(SQL.snapshot, [String(slotSeconds)]).rows.count
+        try db.query(SQL.expireReservations)
+        try reassert(all: true)
+        return try db.query(SQL.snapshot, [String(slotSeconds)]).rows.count
     }
 }

@@ -148,6 +148,12 @@ enum SQL {
         RETURNING reservations.id
         """
 
+    /// Whether an active reservation waits for this arrival (its row was locked when the check-in ran).
+    static let reservationWaiting = """
+        SELECT 1 FROM reservations
+        WHERE spot_id = $1 AND status = 'active' AND created_at <= $2::timestamptz AND expires_at >= $2::timestamptz
+        """
+
     /// A checked-in vehicle left: its reservation is released at the departure time.
     static let checkOut = """
         WITH r AS (
@@ -158,6 +164,45 @@ enum SQL {
         UPDATE reservations SET status = 'released', released_at = $2::timestamptz FROM r
         WHERE reservations.id = r.id
         RETURNING reservations.id
+        """
+
+    /// The sweep's check-ins: an active reservation on a spot the sensor sees occupied and checked in
+    /// since an arrival inside the reservation's window (a check-in skipped while the API held the row).
+    static let sweepCheckIns = """
+        WITH r AS (
+          SELECT r.id, ss.since FROM reservations r JOIN sensor_spots ss ON ss.spot_id = r.spot_id
+          WHERE r.status = 'active' AND ss.state = 'occupied' AND ss.checked_in AND ss.since IS NOT NULL
+            AND ss.since BETWEEN r.created_at AND r.expires_at
+          FOR UPDATE OF r SKIP LOCKED
+        )
+        UPDATE reservations SET status = 'fulfilled', checked_in_at = r.since FROM r WHERE reservations.id = r.id
+        RETURNING reservations.id
+        """
+
+    /// The sweep's check-outs: a fulfilled, unreleased reservation on a spot the sensor has seen free
+    /// since after the check-in.
+    static let sweepCheckOuts = """
+        WITH r AS (
+          SELECT r.id, ss.since FROM reservations r JOIN sensor_spots ss ON ss.spot_id = r.spot_id
+          WHERE r.status = 'fulfilled' AND r.released_at IS NULL AND ss.state = 'free' AND ss.since IS NOT NULL
+            AND ss.since > r.checked_in_at
+          FOR UPDATE OF r SKIP LOCKED
+        )
+        UPDATE reservations SET status = 'released', released_at = r.since FROM r WHERE reservations.id = r.id
+        RETURNING reservations.id
+        """
+
+    /// The backend's lazy reservation expiry, run before a snapshot so `reserved` is current (with
+    /// OCCUPANCY_SOURCE=none nothing else runs it between API calls): exactly the backend's writes.
+    static let expireReservations = """
+        WITH r AS (
+          SELECT id FROM reservations WHERE status = 'active' AND expires_at < now() FOR UPDATE SKIP LOCKED
+        ), expired AS (
+          UPDATE reservations SET status = 'expired' FROM r WHERE reservations.id = r.id RETURNING reservations.spot_id
+        ), s AS (
+          SELECT id FROM spots WHERE id IN (SELECT spot_id FROM expired) AND status = 'reserved' FOR UPDATE SKIP LOCKED
+        )
+        UPDATE spots SET status = 'free', held_by = NULL, source = NULL FROM s WHERE spots.id = s.id
         """
 
     // MARK: Levels and snapshots

@@ -41,9 +41,11 @@ enum Migrations {
               payload jsonb NOT NULL, received_at timestamptz NOT NULL DEFAULT now())
             """,
             "CREATE INDEX sensor_events_device_seq ON sensor_events (site, device, seq)",
+            // No foreign key to spots: checking it would take a key-share lock on the spot row and
+            // wait for an API transaction holding it, which the bridge must never do.
             """
             CREATE TABLE sensor_spots (
-              spot_id text PRIMARY KEY REFERENCES spots(id) ON DELETE CASCADE,
+              spot_id text PRIMARY KEY,
               site text NOT NULL, device text NOT NULL,
               state text NOT NULL CHECK (state IN ('free', 'occupied', 'unknown')),
               since timestamptz, checked_in boolean NOT NULL DEFAULT false,

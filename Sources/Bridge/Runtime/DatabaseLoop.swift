@@ -136,6 +136,8 @@ struct DatabaseLoop {
         }
         let stale = try applier.markStale(after: seconds(runtime.config.staleAfter))
         for key in stale { Log.warn("device offline too long, its spots leave the free count", ["device": key]) }
+        let completed = try applier.sweepReservations()
+        if completed > 0 { Log.info("completed check-ins and check-outs held up by the API", ["reservations": completed]) }
         let fixed = try applier.reassert(all: true)
         if fixed > 0 { Log.info("re-asserted sensor state", ["spots": fixed]) }
         let slotLength = Int64(seconds(runtime.config.snapshotEvery))
