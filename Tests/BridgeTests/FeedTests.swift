@@ -190,3 +190,27 @@ import TestSupport
         #expect(fixture.query("SELECT count(*) FROM telemetry_events WHERE name = 'sensor.unreserved_arrival'") == "0")
     }
 }
+
+/// An event stamped before NTP set the board's clock comes again `corrected`: the corrected times stay.
+@Suite struct ClockTests {
+    @Test func aCorrectedRedeliveryRedatesTheCheckIn() throws {
+        let fixture = try BridgeFixture()
+        fixture.reserve("P2-A-20", minutesAgo: 5)
+        try fixture.startBridge()
+        var device = FakeDevice(fixture.broker)
+        device.online()
+        let wrong = wireTime(-200), right = wireTime(-100)   // the unsynced clock was 100 s behind
+        let unsynced = device.stamp("spot.checkin", at: wireTime(-150), clock: "unsynced",
+                                    #""spot":"P2-A-20","level":"P2","arrival":"\#(wrong)""#)
+        device.send("events", unsynced)
+        #expect(fixture.waitFor("SELECT status FROM reservations", "fulfilled"), "\(fixture.bridge?.stderr ?? "")")
+        #expect(epochMs(fixture, "SELECT checked_in_at FROM reservations") == epochMs(fixture, "'\(wrong)'::timestamptz"))
+        let corrected = unsynced.replacingOccurrences(of: #""clock":"unsynced""#, with: #""clock":"corrected""#)
+            .replacingOccurrences(of: wrong, with: right)
+        device.send("events", corrected)
+        #expect(fixture.waitFor("SELECT (extract(epoch FROM checked_in_at) * 1000)::bigint::text FROM reservations",
+                                epochMs(fixture, "'\(right)'::timestamptz")), "\(fixture.bridge?.stderr ?? "")")
+        #expect(fixture.query("SELECT payload->>'clock' FROM sensor_events") == "corrected")
+        #expect(fixture.query("SELECT count(*) FROM sensor_events") == "1")
+    }
+}

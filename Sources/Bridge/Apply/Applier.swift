@@ -54,6 +54,7 @@ final class Applier {
                         try apply(key, event, json: json)
                     } else {
                         outcome.duplicates += 1
+                        if event.clock == "corrected" { try correct(key, event, json: json) }
                     }
                 case .spot(let key, let id, let state):
                     outcome.applied += 1
@@ -185,6 +186,29 @@ final class Applier {
         default:
             break   // lane passages and types a later contract adds: kept in sensor_events only
         }
+    }
+
+    /// Keeps the corrected times of an event first applied with an unsynced clock.
+    private func correct(_ key: DeviceKey, _ event: EventPayload, json: String) throws(PostgresError) {
+        guard let text = try db.query(SQL.correctEvent, [event.id, event.at, json]).first?[0],
+              let old = WireJSON.decode(EventPayload.self, from: Array(text.utf8)), let spot = event.spot else { return }
+        Log.info("event re-dated by the device's corrected clock", ["device": key, "seq": event.seq, "type": event.type])
+        func redate(_ sql: String, _ before: String?, _ after: String?) throws(PostgresError) {
+            guard let before, let after, before != after else { return }
+            try db.query(sql, [spot, before, after, String(event.seq)])
+        }
+        switch event.type {
+        case "spot.occupied", "spot.vacated":
+            try redate(SQL.correctSince, old.at, event.at)
+        case "spot.checkin":
+            try redate(SQL.correctSince, old.arrival, event.arrival)
+            try redate(SQL.correctCheckIn, old.arrival, event.arrival)
+        case "spot.checkout":
+            try redate(SQL.correctCheckOut, old.departure, event.departure)
+        default:
+            break
+        }
+        touchedSpots.insert(spot)
     }
 
     /// Tracks the device's highest seq; a jump over missing seqs is a detected gap, healed by a rebirth.

@@ -60,6 +60,31 @@ enum SQL {
         RETURNING id
         """
 
+    /// An event first stamped `unsynced` comes again `corrected` (NTP set the clock meanwhile): the
+    /// corrected times are kept. Returns the payload it replaces (nothing when already corrected).
+    static let correctEvent = """
+        WITH old AS (SELECT id, payload FROM sensor_events WHERE id = $1::uuid AND payload->>'clock' = 'unsynced' FOR UPDATE)
+        UPDATE sensor_events e SET at = $2::timestamptz, payload = $3::jsonb FROM old WHERE e.id = old.id
+        RETURNING old.payload::text
+        """
+
+    /// Re-dates what an uncorrected time was written into: $1 spot, $2 old time, $3 corrected time, $4 seq.
+    static let correctSince = """
+        UPDATE sensor_spots SET since = $3::timestamptz WHERE spot_id = $1 AND since = $2::timestamptz AND seq = $4::bigint
+        """
+    static let correctCheckIn = """
+        UPDATE reservations SET checked_in_at = $3::timestamptz
+        WHERE id IN (SELECT id FROM reservations
+                     WHERE spot_id = $1 AND checked_in_at = $2::timestamptz AND status IN ('fulfilled', 'released')
+                       AND $4::bigint > 0
+                     FOR UPDATE SKIP LOCKED)
+        """
+    static let correctCheckOut = """
+        UPDATE reservations SET released_at = $3::timestamptz
+        WHERE id IN (SELECT id FROM reservations WHERE spot_id = $1 AND released_at = $2::timestamptz AND $4::bigint > 0
+                     FOR UPDATE SKIP LOCKED)
+        """
+
     static let insertGap = """
         INSERT INTO sensor_gaps (site, device, first_seq, last_seq, declared, dropped)
         VALUES ($1, $2, $3::bigint, $4::bigint, $5::boolean, $6::int)
