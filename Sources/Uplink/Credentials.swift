@@ -2,17 +2,17 @@ import FoundationEssentials
 import Glibc
 
 /// MQTT username and password from a file of `username=...` and `password=...` lines. Like ssh,
-/// the agent refuses a secrets file that group or others may read.
-struct Credentials: Sendable {
-    var username: String
-    var password: String?
+/// the agent and the bridge refuse a secrets file that group or others may read.
+public struct Credentials: Sendable {
+    public var username: String
+    public var password: String?
 
-    struct Problem: Error, CustomStringConvertible {
-        var description: String
+    public struct Problem: Error, CustomStringConvertible {
+        public var description: String
     }
 
     /// Refuses a secret (credentials, private key) that group or others may read, as ssh does.
-    static func checkPrivate(_ path: String, what: String) throws(Problem) {
+    public static func checkPrivate(_ path: String, what: String) throws(Problem) {
         var st = stat()
         guard stat(path, &st) == 0 else {
             throw Problem(description: "cannot read \(what) \(path): \(String(cString: strerror(errno)))\n"
@@ -24,11 +24,11 @@ struct Credentials: Sendable {
         }
     }
 
-    static func load(path: String) throws(Problem) -> Credentials {
+    public static func load(path: String) throws(Problem) -> Credentials {
         try checkPrivate(path, what: "credentials file")
         guard let data = FileManager.default.contents(atPath: path) else {
             throw Problem(description: "cannot read credentials file \(path): permission denied\n"
-                          + "    hint: the file must belong to the agent's user")
+                          + "    hint: the file must belong to the user the program runs as")
         }
         var username: String?, password: String?
         for line in String(decoding: data, as: UTF8.self).split(separator: "\n") {
