@@ -278,13 +278,23 @@ func textArray(_ values: some Sequence<String>) -> String {
 }
 
 func optionalArray(_ values: some Sequence<String?>) -> String {
-    "{" + values.map { value in
-        value.map { "\"" + $0.replacingOccurrences("\\", "\\\\").replacingOccurrences("\"", "\\\"") + "\"" } ?? "NULL"
-    }.joined(separator: ",") + "}"
-}
-
-extension String {
-    fileprivate func replacingOccurrences(_ target: String, _ replacement: String) -> String {
-        split(separator: target, omittingEmptySubsequences: false).joined(separator: replacement)
+    // Byte by byte: the batch's JSON payloads go through here, so no Character-level work.
+    var bytes: [UInt8] = [UInt8(ascii: "{")]
+    var first = true
+    for value in values {
+        if !first { bytes.append(UInt8(ascii: ",")) }
+        first = false
+        guard let value else {
+            bytes += "NULL".utf8
+            continue
+        }
+        bytes.append(UInt8(ascii: "\""))
+        for byte in value.utf8 {
+            if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { bytes.append(UInt8(ascii: "\\")) }
+            bytes.append(byte)
+        }
+        bytes.append(UInt8(ascii: "\""))
     }
+    bytes.append(UInt8(ascii: "}"))
+    return String(decoding: bytes, as: UTF8.self)
 }
