@@ -13,7 +13,10 @@ let sharedCluster: PostgresCluster = {
     return cluster
 }()
 
-private func stopSharedCluster() { sharedCluster.stop() }
+private func stopSharedCluster() {
+    sharedCluster.stop()
+    try? FileManager.default.removeItem(at: sharedCluster.directory)
+}
 
 /// A fresh ParkWise database (test schema, 156 seeded spots), a private mosquitto, and the bridge.
 final class BridgeFixture {

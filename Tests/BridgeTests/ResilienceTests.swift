@@ -58,14 +58,14 @@ import TestSupport
     }
 
     /// The real agent simulates the whole campus (156 spots) at 300x while the bridge is killed at
-    /// random moments, 15 times. Afterwards every spot row says what the agent's retained state says:
+    /// random moments, 15 times (PARKWISE_KILLS=50 for the long run). Afterwards every spot row says what the agent's retained state says:
     /// events applied twice, late or out of order would show as a wrong spot.
     @Test func killedAtRandomMomentsTheBridgeStillEndsWithTheAgentsTruth() throws {
         let fixture = try BridgeFixture()
         let agent = try Child(agentBinary, ["run", "--config", packageRoot + "/hardware/examples/campus.yaml", "--simulate",
                                             "--speed", "300", "--sim-start", "07:30", "--broker", fixture.broker.url, "--outbox", fixture.dir.path + "/outbox"])
         var generator = SystemRandomNumberGenerator()
-        for _ in 0..<15 {
+        for _ in 0..<kills {
             let bridge = try fixture.startBridge()
             usleep(UInt32.random(in: 50_000...700_000, using: &generator))   // a random moment, not a wait for a condition
             bridge.signal(SIGKILL)
@@ -103,8 +103,8 @@ import TestSupport
         #expect(fixture.waitFor(sensedSpots, expected, seconds: 30), "\(bridge.stderr)")
     }
 
-    /// Two bridges share the feed (`$share/…`); one of them is killed at random moments, 10 times,
-    /// while the other keeps going. The tables end right: the writes commute.
+    /// Two bridges share the feed (`$share/…`); one of them is killed at random moments (10 times;
+    /// PARKWISE_KILLS × 2/3) while the other keeps going. The tables end right: the writes commute.
     @Test func twoBridgesOnASharedSubscriptionWithKillsEndRight() throws {
         let fixture = try BridgeFixture()
         let shared = "accept_simulated: true\nreassert_every: 200ms\nshare_group: bridges\nclient_id: "
@@ -113,7 +113,7 @@ import TestSupport
         let agent = try Child(agentBinary, ["run", "--config", packageRoot + "/hardware/examples/campus.yaml", "--simulate",
                                             "--speed", "300", "--sim-start", "07:30", "--broker", fixture.broker.url, "--outbox", fixture.dir.path + "/outbox"])
         var generator = SystemRandomNumberGenerator()
-        for _ in 0..<10 {
+        for _ in 0..<max(kills * 2 / 3, 1) {
             usleep(UInt32.random(in: 50_000...600_000, using: &generator))   // a random moment, not a wait for a condition
             other.signal(SIGKILL)
             _ = other.wait(5)
@@ -142,3 +142,6 @@ func campusTruth(_ fixture: BridgeFixture) throws -> String {
         return "\(spot)=" + (state == "unknown" ? "disabled" : state)
     }.sorted().joined(separator: ",")
 }
+
+/// How many times the kill tests kill a bridge.
+let kills = Int(ProcessInfo.processInfo.environment["PARKWISE_KILLS"] ?? "") ?? 15
