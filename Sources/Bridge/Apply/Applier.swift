@@ -18,6 +18,8 @@ final class Applier {
 
     let db: PostgresConnection
     private(set) var knownSpots: Set<String> = []
+    /// Unknown spot ids already logged (each is still counted in sensor_unknown_spots).
+    private var reportedUnknown: Set<String> = []
     // Per batch.
     private var cursors: [DeviceKey: DeviceCursor] = [:]
     private var spots = SpotWrites()
@@ -229,7 +231,9 @@ final class Applier {
     private func sensed(_ key: DeviceKey, _ spot: String, state: String, since: String?, checkedIn: Bool,
                         seq: UInt64, isState: Bool) throws(PostgresError) {
         guard knownSpots.contains(spot) else {
-            Log.warn("spot unknown to ParkWise, recorded, not applied", ["device": key, "spot": spot])
+            if reportedUnknown.insert(spot).inserted {
+                Log.warn("spot unknown to ParkWise, recorded, not applied", ["device": key, "spot": spot])
+            }
             try db.query(SQL.unknownSpot, [key.site, key.device, spot])
             return
         }
