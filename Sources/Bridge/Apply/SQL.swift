@@ -90,6 +90,26 @@ enum SQL {
         VALUES ($1, $2, $3::bigint, $4::bigint, $5::boolean, $6::int)
         """
 
+    /// Detected gaps older than $1 seconds: dropped when their seqs arrived meanwhile (another bridge
+    /// had them), else marked checked; returns the devices to ask for a rebirth.
+    static let checkGaps = """
+        WITH g AS (
+          SELECT id, site, device, first_seq, last_seq FROM sensor_gaps
+          WHERE NOT declared AND NOT checked AND detected_at < now() - make_interval(secs => $1::double precision)
+          FOR UPDATE SKIP LOCKED
+        ), filled AS (
+          SELECT g.id, (SELECT count(DISTINCT e.seq) FROM sensor_events e
+                        WHERE e.site = g.site AND e.device = g.device AND e.seq BETWEEN g.first_seq AND g.last_seq)
+                       = g.last_seq - g.first_seq + 1 AS complete
+          FROM g
+        ), dropped AS (   -- runs although nothing reads it (PostgreSQL runs every data-modifying WITH)
+          DELETE FROM sensor_gaps WHERE id IN (SELECT id FROM filled WHERE complete)
+        )
+        UPDATE sensor_gaps SET checked = true
+        WHERE id IN (SELECT id FROM filled WHERE NOT complete)
+        RETURNING site, device
+        """
+
     static let insertFault = """
         INSERT INTO sensor_faults (event_id, site, device, subject, input, reason, at)
         VALUES ($1::uuid, $2, $3, $4, $5, $6, $7::timestamptz) ON CONFLICT (event_id) DO NOTHING

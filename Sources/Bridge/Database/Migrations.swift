@@ -81,6 +81,11 @@ enum Migrations {
               PRIMARY KEY (site, device, spot_id))
             """,
         ]),
+        Step(version: 2, name: "detected gaps checked before a rebirth", statements: [
+            // A seq jump may be an event another bridge (shared subscription) has not committed yet:
+            // a detected gap is checked after a moment, and dropped when its seqs arrived meanwhile.
+            "ALTER TABLE sensor_gaps ADD COLUMN checked boolean NOT NULL DEFAULT false",
+        ]),
     ]
 
     static var latest: Int { steps.map(\.version).max() ?? 0 }

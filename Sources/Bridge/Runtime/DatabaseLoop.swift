@@ -136,6 +136,10 @@ struct DatabaseLoop {
         }
         let stale = try applier.markStale(after: seconds(runtime.config.staleAfter))
         for key in stale { Log.warn("device offline too long, its spots leave the free count", ["device": key]) }
+        for key in try applier.checkGaps(after: 2) {
+            Log.warn("events missing, reconciling from the device's retained states", ["device": key])
+            runtime.rebirth(key)
+        }
         let completed = try applier.sweepReservations()
         if completed > 0 { Log.info("completed check-ins and check-outs held up by the API", ["reservations": completed]) }
         let fixed = try applier.reassert(all: true)
