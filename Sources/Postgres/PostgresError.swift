@@ -28,6 +28,9 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
         code == .connection || sqlState.map { $0.hasPrefix("08") || $0 == "57P01" || $0 == "57P02" || $0 == "57P03" } == true
     }
 
+    /// A deadlock, serialization or lock failure: the same transaction may simply be run again.
+    public var isTransient: Bool { ["40001", "40P01", "55P03"].contains(sqlState ?? "") }
+
     public var description: String {
         var text = message
         if let sqlState { text += " (SQLSTATE \(sqlState))" } else if let libraryCode { text += " (code \(libraryCode))" }

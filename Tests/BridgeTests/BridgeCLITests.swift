@@ -9,11 +9,12 @@ import TestSupport
         let first = try runBridge(["migrate", "--database", fixture.url])
         #expect(first.code == 0, "\(first.err)")
         #expect(first.out.contains("applied 1: sensor source and bridge tables"), "\(first.out)")
+        #expect(first.out.contains("applied 2: detected gaps checked before a rebirth"), "\(first.out)")
         let second = try runBridge(["migrate", "--database", fixture.url])
         #expect(second.code == 0)
-        #expect(second.out.contains("already at bridge schema version 1, nothing to do"), "\(second.out)")
+        #expect(second.out.contains("already at bridge schema version 2, nothing to do"), "\(second.out)")
         #expect(second.err.isEmpty, "\(second.err)")
-        #expect(fixture.query("SELECT count(*) FROM sensor_schema_migrations") == "1")
+        #expect(fixture.query("SELECT count(*) FROM sensor_schema_migrations") == "2")
         // 'sensor' is now allowed, the old values still are, anything else still is not.
         #expect(fixture.query("UPDATE spots SET source = 'sensor' WHERE id = 'P1-A-01' RETURNING source") == "sensor")
         #expect(fixture.query("UPDATE spots SET source = 'sim' WHERE id = 'P1-A-02' RETURNING source") == "sim")
@@ -45,7 +46,7 @@ import TestSupport
 
         let notMigrated = try runBridge(["run", "--broker", fixture.broker.url, "--database", fixture.url])
         #expect(notMigrated.code == 78)
-        #expect(notMigrated.err.contains("bridge schema version 0, this bridge needs 1"), "\(notMigrated.err)")
+        #expect(notMigrated.err.contains("bridge schema version 0, this bridge needs 2"), "\(notMigrated.err)")
 
         let badBroker = try runBridge(["run", "--broker", "http://broker", "--database", fixture.url])
         #expect(badBroker.code == 64)
@@ -71,13 +72,14 @@ import TestSupport
         #expect(ok.out.contains("subscribes $share/bridges/parkwise/v1/garage/#"), "\(ok.out)")
 
         let bad = dir.appendingPathComponent("bad.yaml").path
-        try "stale_afterr: 2m\nsnapshot_every: soon\n".write(toFile: bad, atomically: true, encoding: .utf8)
+        try "stale_afterr: 2m\nsnapshot_every: soon\ndevices: [garage/p1, justone]\n".write(toFile: bad, atomically: true, encoding: .utf8)
         let result = try runBridge(["check-config", bad])
         #expect(result.code == 78)
         #expect(result.err.contains("\(bad):1:1: error: unknown setting 'stale_afterr'"), "\(result.err)")
         #expect(result.err.contains("did you mean 'stale_after'?"))
         #expect(result.err.contains("\(bad):2:17: error: 'soon' is not a duration"), "\(result.err)")
-        #expect(result.err.contains("2 problems found"))
+        #expect(result.err.contains("\(bad):3:10: error: 'justone' is not a device like site/device"), "\(result.err)")
+        #expect(result.err.contains("3 problems found"))
 
         let help = try runBridge(["--help"])
         #expect(help.code == 0 && help.out.contains("migrate") && help.out.contains("check-config"))

@@ -13,7 +13,10 @@ let sharedCluster: PostgresCluster = {
     return cluster
 }()
 
-private func stopSharedCluster() { sharedCluster.stop() }
+private func stopSharedCluster() {
+    sharedCluster.stop()
+    try? FileManager.default.removeItem(at: sharedCluster.directory)
+}
 
 /// A fresh ParkWise database (test schema, 156 seeded spots), a private mosquitto, and the bridge.
 final class BridgeFixture {
@@ -131,10 +134,15 @@ struct FakeDevice {
     /// Stamps and sends an event with the next seq; returns its JSON so a test can send it again.
     @discardableResult
     mutating func event(_ type: String, at: String = wireTime(), _ fields: String = "") -> String {
-        seq += 1
-        let json = #"{"at":"\#(at)","boot":\#(boot),"clock":"synced","id":"\#(UUID().uuidString.lowercased())","seq":\#(seq),"type":"\#(type)"\#(fields.isEmpty ? "" : "," + fields)}"#
+        let json = stamp(type, at: at, fields)
         send("events", json)
         return json
+    }
+
+    /// An event with the next seq, not sent.
+    mutating func stamp(_ type: String, at: String = wireTime(), clock: String = "synced", _ fields: String = "") -> String {
+        seq += 1
+        return #"{"at":"\#(at)","boot":\#(boot),"clock":"\#(clock)","id":"\#(UUID().uuidString.lowercased())","seq":\#(seq),"type":"\#(type)"\#(fields.isEmpty ? "" : "," + fields)}"#
     }
 
     /// Sends an event with a new id and the given (old) seq, leaving the device's seq where it is.

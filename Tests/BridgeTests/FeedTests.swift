@@ -106,8 +106,11 @@ import TestSupport
         device.skip(2)
         device.event("lane.passage", #""lane":"P1-ramp","from":"outside","to":"P1""#)
         #expect(fixture.waitFor("SELECT first_seq || '-' || last_seq || ' ' || declared FROM sensor_gaps", "2-3 false"))
-        #expect(eventually(10) { commands.messages.contains { $0.topic == device.prefix + "/cmd/rebirth" } },
-                "\(commands.messages.map(\.topic))")
+        func rebirths() -> Int { commands.messages.filter { $0.topic == device.prefix + "/cmd/rebirth" }.count }
+        let before = rebirths()
+        // Checked a moment later (another bridge might have had seqs 2-3): still missing, so a rebirth.
+        #expect(fixture.waitFor("SELECT checked FROM sensor_gaps", "t"))
+        #expect(eventually(10) { rebirths() > before }, "\(commands.messages.map(\.topic))")
         // The device answers the rebirth with its retained states: the bridge reconciles every spot.
         device.spot("P1-A-10", "free", since: wireTime(-3))
         device.spot("P1-A-11", "occupied", since: wireTime(-2))
@@ -131,5 +134,105 @@ import TestSupport
         #expect(fixture.waitFor("SELECT status FROM spots WHERE id = 'P1-A-12'", "occupied"))
         #expect(fixture.query("SELECT count(*) FROM spots WHERE source IS NOT NULL") == "1")
         #expect(fixture.query("SELECT count(*) FROM spots") == "156")
+    }
+}
+
+/// occupancy_snapshots like the simulator's: one row per level per slot, source 'sensor'.
+@Suite struct SnapshotTests {
+    @Test func eachLevelGetsOneSnapshotPerSlotAndAnUnknownCountNone() throws {
+        let fixture = try BridgeFixture()
+        var device = FakeDevice(fixture.broker)
+        device.online()
+        device.spot("P3-A-01", "occupied", since: wireTime(-60))
+        device.spot("P3-A-02", "unknown", since: nil)
+        device.send("state/level/P1", #"{"capacity":60,"free":30,"lane_count":30,"occupied":30,"source":"lanes","spots_occupied":0,"spots_sensed":0,"spots_unknown":0}"#, retain: true)
+        device.send("state/level/P2", #"{"capacity":48,"free":null,"lane_count":null,"occupied":null,"source":"unknown","spots_occupied":0,"spots_sensed":0,"spots_unknown":0}"#, retain: true)
+        _ = device.event("lane.passage", #""lane":"P1-gate","from":"outside","to":"P1""#)
+        fixture.reserve("P1-B-09")
+        // Two-second slots, so a test sees several; the backend's are 15 minutes.
+        try fixture.startBridge(config: "accept_simulated: true\nreassert_every: 200ms\nsnapshot_every: 2s\n")
+        #expect(fixture.waitFor("SELECT count(DISTINCT taken_at) >= 2 FROM occupancy_snapshots", "t"), "\(fixture.bridge?.stderr ?? "")")
+        let latest = "SELECT level_code || ' ' || total || ' ' || free || ' ' || reserved || ' ' || occupied || ' ' || source FROM occupancy_snapshots WHERE taken_at = (SELECT max(taken_at) FROM occupancy_snapshots) ORDER BY level_code"
+        // P1 from the lane count (30 of 60, one reserved); P3 from its spots (the unknown one out of
+        // the total); P2's count is unknown: no row rather than a false number.
+        #expect(fixture.query(latest) == "P1 60 29 1 30 sensor\nP3 47 46 0 1 sensor", "\(fixture.query(latest))")
+        #expect(fixture.query("SELECT count(*) FROM occupancy_snapshots WHERE level_code = 'P2'") == "0")
+        #expect(fixture.query("SELECT count(*) FROM occupancy_snapshots WHERE extract(epoch FROM taken_at)::bigint % 2 <> 0") == "0")
+        #expect(fixture.query("SELECT count(*) FROM (SELECT level_code, taken_at FROM occupancy_snapshots GROUP BY 1, 2 HAVING count(*) > 1) d") == "0")
+    }
+}
+
+/// The bridge never waits for the API's row locks (SKIP LOCKED, like the simulator).
+@Suite struct LockTests {
+    @Test func aCheckInHeldUpByTheApiIsNotWaitedForAndCompletedOnceTheRowIsFree() throws {
+        let fixture = try BridgeFixture()
+        fixture.reserve("P1-C-12")
+        try fixture.startBridge()
+        var device = FakeDevice(fixture.broker)
+        device.online()
+        device.spot("P1-C-13", "free", since: nil)
+        #expect(fixture.waitFor("SELECT status FROM spots WHERE id = 'P1-C-13'", "free"))
+        // An API transaction holds the reservation (and its spot) for 4 s.
+        let api = try Child("/usr/bin/psql", ["-X", "-q", "-d", fixture.url, "-c",
+                                              "BEGIN; SELECT 1 FROM reservations FOR UPDATE; SELECT 1 FROM spots WHERE id = 'P1-C-12' FOR UPDATE; SELECT pg_sleep(4); COMMIT;"])
+        #expect(fixture.waitFor("SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(4)%' AND state = 'active' AND pid <> pg_backend_pid()", "1"))
+        let arrival = wireTime(-3)
+        device.event("spot.occupied", at: arrival, #""spot":"P1-C-12","level":"P1""#)
+        device.event("spot.checkin", #""spot":"P1-C-12","level":"P1","arrival":"\#(arrival)""#)
+        device.spot("P1-C-12", "occupied", since: arrival, checkedIn: true)
+        device.spot("P1-C-13", "occupied", since: wireTime(-1))
+        // Meanwhile the bridge goes on with everything else.
+        #expect(fixture.waitFor("SELECT status FROM spots WHERE id = 'P1-C-13'", "occupied", seconds: 3), "\(fixture.bridge?.stderr ?? "")")
+        #expect(fixture.query("SELECT status FROM reservations") == "active")
+        #expect(!api.hasExited, "the API transaction should still hold its rows")
+        // Once the API commits, the check-in is completed with the arrival time.
+        #expect(api.wait(10) == 0)
+        #expect(fixture.waitFor("SELECT status FROM reservations", "fulfilled"))
+        #expect(epochMs(fixture, "SELECT checked_in_at FROM reservations") == epochMs(fixture, "'\(arrival)'::timestamptz"))
+        #expect(fixture.waitFor("SELECT status || '/' || source FROM spots WHERE id = 'P1-C-12'", "occupied/sensor"))
+        #expect(fixture.query("SELECT count(*) FROM telemetry_events WHERE name = 'sensor.unreserved_arrival'") == "0")
+    }
+}
+
+/// An event stamped before NTP set the board's clock comes again `corrected`: the corrected times stay.
+@Suite struct ClockTests {
+    @Test func aCorrectedRedeliveryRedatesTheCheckIn() throws {
+        let fixture = try BridgeFixture()
+        fixture.reserve("P2-A-20", minutesAgo: 5)
+        try fixture.startBridge()
+        var device = FakeDevice(fixture.broker)
+        device.online()
+        let wrong = wireTime(-200), right = wireTime(-100)   // the unsynced clock was 100 s behind
+        let unsynced = device.stamp("spot.checkin", at: wireTime(-150), clock: "unsynced",
+                                    #""spot":"P2-A-20","level":"P2","arrival":"\#(wrong)""#)
+        device.send("events", unsynced)
+        #expect(fixture.waitFor("SELECT status FROM reservations", "fulfilled"), "\(fixture.bridge?.stderr ?? "")")
+        #expect(epochMs(fixture, "SELECT checked_in_at FROM reservations") == epochMs(fixture, "'\(wrong)'::timestamptz"))
+        let corrected = unsynced.replacingOccurrences(of: #""clock":"unsynced""#, with: #""clock":"corrected""#)
+            .replacingOccurrences(of: wrong, with: right)
+        device.send("events", corrected)
+        #expect(fixture.waitFor("SELECT (extract(epoch FROM checked_in_at) * 1000)::bigint::text FROM reservations",
+                                epochMs(fixture, "'\(right)'::timestamptz")), "\(fixture.bridge?.stderr ?? "")")
+        #expect(fixture.query("SELECT payload->>'clock' FROM sensor_events") == "corrected")
+        #expect(fixture.query("SELECT count(*) FROM sensor_events") == "1")
+    }
+}
+
+/// With a shared subscription a bridge may see seq 5 while seq 4 is in another bridge's batch: a
+/// jump whose seqs arrive meanwhile is no gap.
+@Suite struct SharedOrderTests {
+    @Test func aJumpFilledByAnotherDeliveryIsNoGap() throws {
+        let fixture = try BridgeFixture()
+        try fixture.startBridge()
+        var device = FakeDevice(fixture.broker)
+        device.online()
+        device.event("spot.occupied", #""spot":"P3-B-01","level":"P3""#)
+        let second = device.stamp("spot.occupied", #""spot":"P3-B-02","level":"P3""#)
+        device.event("spot.occupied", #""spot":"P3-B-03","level":"P3""#)   // seq 3 before seq 2
+        #expect(fixture.waitFor("SELECT count(*) FROM sensor_gaps", "1"))
+        device.send("events", second)
+        #expect(fixture.waitFor("SELECT count(*) FROM sensor_events", "3"))
+        #expect(fixture.waitFor("SELECT count(*) FROM sensor_gaps", "0", seconds: 10), "\(fixture.bridge?.stderr ?? "")")
+        #expect(fixture.query("SELECT last_seq FROM sensor_devices") == "3")
     }
 }

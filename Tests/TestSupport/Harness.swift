@@ -89,10 +89,30 @@ public func eventually(_ seconds: Double = 10, _ condition: () -> Bool) -> Bool 
 /// A child process whose output is collected; ended by its PID only.
 public final class Child: @unchecked Sendable {
     public let process = Process()
-    private let lock = NSLock()
-    private var out = Data()
-    private var err = Data()
-    private var openPipes = 2
+    private let output = Output()
+
+    /// What the child writes, collected by one reader thread per pipe with blocking reads: a read
+    /// returns 0 exactly when every writer has closed the pipe, so "all output is here" is a fact,
+    /// not a guess (FileHandle's readability handler sometimes never reports the end of file).
+    private final class Output: @unchecked Sendable {
+        let lock = NSLock()
+        var streams = [Data(), Data()]
+        var open = 2
+
+        func collect(_ handle: FileHandle, into index: Int) {
+            Thread.detachNewThread { [self] in
+                var buffer = [UInt8](repeating: 0, count: 65536)
+                while true {
+                    let n = buffer.withUnsafeMutableBytes { read(handle.fileDescriptor, $0.baseAddress, $0.count) }
+                    if n < 0 && errno == EINTR { continue }
+                    if n <= 0 { break }
+                    lock.withLock { streams[index].append(contentsOf: buffer[..<n]) }
+                }
+                lock.withLock { open -= 1 }
+                try? handle.close()
+            }
+        }
+    }
 
     public init(_ executable: String, _ arguments: [String]) throws {
         process.executableURL = URL(fileURLWithPath: executable)
@@ -101,16 +121,6 @@ public final class Child: @unchecked Sendable {
         process.standardOutput = outPipe
         process.standardError = errPipe
         process.standardInput = FileHandle.nullDevice
-        outPipe.fileHandleForReading.readabilityHandler = { [weak self] h in
-            let d = h.availableData
-            self?.lock.withLock { self?.out.append(d) }
-            if d.isEmpty { self?.closed(h) }
-        }
-        errPipe.fileHandleForReading.readabilityHandler = { [weak self] h in
-            let d = h.availableData
-            self?.lock.withLock { self?.err.append(d) }
-            if d.isEmpty { self?.closed(h) }
-        }
         // Test threads (libdispatch workers) block signals, and a child inherits the mask: spawn
         // with nothing blocked, or SIGTERM would never reach mosquitto or the agent.
         var none = sigset_t(), previous = sigset_t()
@@ -118,16 +128,15 @@ public final class Child: @unchecked Sendable {
         pthread_sigmask(SIG_SETMASK, &none, &previous)
         defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
         try process.run()
+        // Our copies of the write ends must go, or the readers would never see the end of file.
+        try? outPipe.fileHandleForWriting.close()
+        try? errPipe.fileHandleForWriting.close()
+        output.collect(outPipe.fileHandleForReading, into: 0)
+        output.collect(errPipe.fileHandleForReading, into: 1)
     }
 
-    /// End of file on one of the output pipes: everything the child wrote there is collected.
-    private func closed(_ handle: FileHandle) {
-        handle.readabilityHandler = nil
-        lock.withLock { openPipes -= 1 }
-    }
-
-    public var stdout: String { lock.withLock { String(decoding: out, as: UTF8.self) } }
-    public var stderr: String { lock.withLock { String(decoding: err, as: UTF8.self) } }
+    public var stdout: String { output.lock.withLock { String(decoding: output.streams[0], as: UTF8.self) } }
+    public var stderr: String { output.lock.withLock { String(decoding: output.streams[1], as: UTF8.self) } }
     public var pid: Int32 { process.processIdentifier }
 
     /// Whether the child has exited, asked of the kernel without reaping it (Foundation reaps it).
@@ -146,7 +155,7 @@ public final class Child: @unchecked Sendable {
         guard eventually(seconds, { hasExited }) else { return nil }
         process.waitUntilExit()
         // Its output is complete once both pipes are at end of file (a grandchild may hold them longer).
-        eventually(5) { lock.withLock { openPipes <= 0 } }
+        eventually(5) { output.lock.withLock { output.open <= 0 } }
         return process.terminationStatus
     }
 

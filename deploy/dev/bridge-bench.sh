@@ -80,35 +80,37 @@ online() {
             -m "{\"state\":\"online\",\"boot\":1,\"version\":\"bench\",\"since\":\"2026-12-01T00:00:00.000Z\"}"
     done
 }
-start_bridge() {  # client-id share-group(or -) log
+started=""
+start_bridge() {  # client-id share-group(or -) log; sets $started to its PID
     local config="$work/$1.yaml"
-    printf 'client_id: %s\n' "$1" > "$config"
-    [ "$2" != - ] && printf 'share_group: %s\n' "$2" >> "$config"
-    "$bridge" run --broker "mqtt://127.0.0.1:$mqport" --database "$db" --config "$config" 2> "$3" &
-    pids+=($!)
-    until grep -q "bridge running" "$3"; do sleep 0.05; done
-    echo $!
+    printf 'client_id: %s\nbatch_size: %s\n' "$1" "${BENCH_BATCH:-500}" > "$config"
+    if [ "$2" != - ]; then printf 'share_group: %s\n' "$2" >> "$config"; fi
+    "$bridge" run --broker "mqtt://127.0.0.1:$mqport" --database "$db" --config "$config" > /dev/null 2> "$3" &
+    started=$!
+    pids+=("$started")
+    until grep -q "bridge running" "$3" 2>/dev/null; do sleep 0.05; done
 }
 stop_bridge() { kill -TERM "$1"; wait "$1" 2>/dev/null || true; }
+fail() { echo "bridge-bench: $*" >&2; exit 1; }
 wait_count() { until [ "$(sql 'SELECT count(*) FROM sensor_events')" -ge "$1" ]; do sleep 0.05; done; }
 now() { date +%s.%N; }
 
 echo "== throughput: $events events drained from the broker's queue, one bridge"
-pid=$(start_bridge bench-1 - "$work/b1.log"); online; stop_bridge "$pid"
+start_bridge bench-1 - "$work/b1.log"; online; stop_bridge "$started"
 generate "$events" 0 1 | publish
-pid=$(start_bridge bench-1 - "$work/b1.log"); t0=$(now)
+start_bridge bench-1 - "$work/b1.log"; pid=$started; t0=$(now)
 wait_count "$events"; t1=$(now)
 stop_bridge "$pid"
-python3 -c "print(f'one instance: {int($events / ($t1 - $t0))} events/s committed ($events in {$t1 - $t0:.2f} s)')"
 grep "info applied" "$work/b1.log" | tail -1
+python3 -c "print(f'one instance: {int($events / ($t1 - $t0))} events/s committed ($events in {$t1 - $t0:.2f} s)')"
 
-echo "== throughput: $events more, two bridges sharing the feed (\$share/bench/…)"
+echo "== throughput: $events more, two bridges sharing the feed (\$share/tp/…)"
 sql "TRUNCATE sensor_events" >/dev/null
-pa=$(start_bridge bench-a bench "$work/ba.log"); pb=$(start_bridge bench-b bench "$work/bb.log")
+start_bridge tp-a tp "$work/ba.log"; pa=$started; start_bridge tp-b tp "$work/bb.log"; pb=$started
 stop_bridge "$pa"; stop_bridge "$pb"
 first=$(( events / 8 + 1 ))
 generate "$events" 0 "$first" | publish
-pa=$(start_bridge bench-a bench "$work/ba.log"); pb=$(start_bridge bench-b bench "$work/bb.log"); t0=$(now)
+start_bridge tp-a tp "$work/ba.log"; pa=$started; start_bridge tp-b tp "$work/bb.log"; pb=$started; t0=$(now)
 wait_count "$events"; t1=$(now)
 stop_bridge "$pa"; stop_bridge "$pb"
 python3 -c "print(f'two instances: {int($events / ($t1 - $t0))} events/s committed ($events in {$t1 - $t0:.2f} s)')"
@@ -118,10 +120,10 @@ for mode in one two; do
     sql "TRUNCATE sensor_events" >/dev/null
     first=$(( first + events / 8 + 1000 ))
     if [ $mode = one ]; then
-        pa=$(start_bridge bench-1 - "$work/l1.log"); logs=("$work/l1.log"); running=("$pa")
+        start_bridge lat-1 - "$work/l1.log"; logs=("$work/l1.log"); running=("$started")
     else
-        pa=$(start_bridge bench-a bench "$work/la.log"); pb=$(start_bridge bench-b bench "$work/lb.log")
-        logs=("$work/la.log" "$work/lb.log"); running=("$pa" "$pb")
+        start_bridge lat-a lat "$work/la.log"; pa=$started; start_bridge lat-b lat "$work/lb.log"
+        logs=("$work/la.log" "$work/lb.log"); running=("$pa" "$started")
     fi
     generate 2000 100 "$first" | publish
     wait_count 2000

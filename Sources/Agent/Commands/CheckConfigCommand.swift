@@ -1,5 +1,5 @@
-import ParkWiseCLI
 import ConfigFile
+import ParkWiseCLI
 import ParkWiseCore
 
 enum CheckConfigCommand {

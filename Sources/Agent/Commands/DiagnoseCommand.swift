@@ -1,6 +1,6 @@
-import ParkWiseCLI
 import ConfigFile
 import Glibc
+import ParkWiseCLI
 import ParkWiseCore
 import Simulation
 

@@ -1,6 +1,6 @@
-import ParkWiseCLI
 import ConfigFile
 import GPIO
+import ParkWiseCLI
 import ParkWiseCore
 
 /// What an installer wires from: every GPIO line of the machine and which configured sensor it

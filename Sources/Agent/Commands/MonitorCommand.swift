@@ -1,5 +1,5 @@
-import ParkWiseCLI
 import FoundationEssentials
+import ParkWiseCLI
 import ParkWiseContract
 import ParkWiseCore
 import Uplink

@@ -1,11 +1,12 @@
-import ParkWiseCLI
 import ConfigFile
 import Dispatch
 import FoundationEssentials
 import Glibc
+import ParkWiseCLI
 import ParkWiseCore
 import ParkWiseLog
 import Synchronization
+import Uplink
 
 enum RunCommand {
     static let spec = CommandSpec(

@@ -1,6 +1,6 @@
-import ParkWiseCLI
 import FoundationEssentials
 import GPIO
+import ParkWiseCLI
 import ParkWiseCore
 import Simulation
 

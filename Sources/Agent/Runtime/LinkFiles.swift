@@ -1,4 +1,5 @@
 import ParkWiseCore
+import Uplink
 
 /// The credentials and TLS files a config names, checked as `run` needs them: `check-config` reports
 /// the same problems, at the line that names the file, before anything runs.

@@ -3,8 +3,11 @@ import ParkWiseLog
 import Postgres
 
 /// Applies admitted messages to the database, one transaction per batch, on the database thread.
-/// Every write is idempotent or conditional on the device's order, so a batch can be retried after
-/// a failure and two bridges can apply the same feed in any interleaving.
+/// A batch costs a handful of statements whatever its size: events are deduplicated in one insert,
+/// devices locked and updated once, spot and level states written in one statement each; only
+/// reservations, faults, gaps and telemetry take a statement of their own. Every write is idempotent
+/// or conditional on the device's order, so a batch can be retried after a failure and two bridges
+/// can apply the same feed in any interleaving.
 final class Applier {
     struct Outcome {
         var applied = 0
@@ -15,7 +18,12 @@ final class Applier {
 
     let db: PostgresConnection
     private(set) var knownSpots: Set<String> = []
-    // Per batch: what the re-assert at its end covers.
+    /// Unknown spot ids already logged (each is still counted in sensor_unknown_spots).
+    private var reportedUnknown: Set<String> = []
+    // Per batch.
+    private var cursors: [DeviceKey: DeviceCursor] = [:]
+    private var spots = SpotWrites()
+    private var levels: [String: (DeviceKey, String, LevelStatePayload)] = [:]
     private var touchedSpots: Set<String> = []
     private var touchedDevices: Set<DeviceKey> = []
     private var outcome = Outcome()
@@ -34,73 +42,124 @@ final class Applier {
         outcome = Outcome()
         touchedSpots = []
         touchedDevices = []
+        spots.removeAll()
+        levels = [:]
         try db.transaction { _ throws(PostgresError) in
-            for message in messages { try apply(message) }
+            let fresh = try insertEvents(messages)
+            try lockDevices(messages)
+            var seen: Set<String> = []
+            for message in messages {
+                switch message {
+                case .status(let key, let status): try apply(key, status)
+                case .event(let key, let event, let json):
+                    if fresh.contains(event.id.lowercased()) && seen.insert(event.id.lowercased()).inserted {
+                        try apply(key, event, json: json)
+                    } else {
+                        outcome.duplicates += 1
+                        if event.clock == "corrected" { try correct(key, event, json: json) }
+                    }
+                case .spot(let key, let id, let state):
+                    outcome.applied += 1
+                    try sensed(key, id, state: state.state, since: state.since, checkedIn: state.checkedIn,
+                               seq: state.seq ?? cursors[key]?.lastSeq ?? 0, isState: true)
+                case .level(let key, let id, let level):
+                    outcome.applied += 1
+                    levels["\(key)/\(id)"] = (key, id, level)
+                case .ignored, .malformed:
+                    break
+                }
+            }
+            try flushSpots()
+            try flushLevels()
+            try writeCursors()
             try reassert(all: false)
         }
         return outcome
     }
 
-    private func apply(_ message: FeedMessage) throws(PostgresError) {
-        switch message {
-        case .status(let key, let status): try apply(key, status)
-        case .event(let key, let event, let json): try apply(key, event, json: json)
-        case .spot(let key, let id, let state):
-            outcome.applied += 1
-            guard try sensorSpot(key, id, state: state.state, since: state.since, checkedIn: state.checkedIn,
-                                 seq: state.seq, isEvent: false) else { return }
-            // The retained state is the truth after any loss: it completes a check-in or check-out
-            // whose event was lost.
-            if let since = state.since, state.state == "occupied", state.checkedIn { try checkIn(id, arrival: since) }
-            if let since = state.since, state.state == "free" { try checkOut(id, departure: since) }
-        case .level(let key, let id, let level):
-            outcome.applied += 1
-            try db.query(SQL.level, [key.site, key.device, id, String(level.capacity), level.occupied.map(String.init), level.source])
-        case .ignored, .malformed:
-            break
+    // MARK: - Events and devices, once per batch
+
+    /// Inserts the batch's events; returns the ids that were new (the others are redeliveries).
+    private func insertEvents(_ messages: [FeedMessage]) throws(PostgresError) -> Set<String> {
+        var rows: [(key: DeviceKey, event: EventPayload, json: String)] = []
+        var ids: Set<String> = []
+        for case .event(let key, let event, let json) in messages where ids.insert(event.id.lowercased()).inserted {
+            rows.append((key, event, json))
+        }
+        guard !rows.isEmpty else { return [] }
+        let inserted = try db.query(SQL.insertEvents, [
+            textArray(rows.map { $0.event.id }), textArray(rows.map(\.key.site)), textArray(rows.map(\.key.device)),
+            textArray(rows.map { String($0.event.seq) }), textArray(rows.map { String($0.event.boot) }),
+            textArray(rows.map(\.event.type)), textArray(rows.map(\.event.at)), textArray(rows.map(\.json)),
+        ])
+        return Set(inserted.rows.compactMap { $0[0]?.lowercased() })
+    }
+
+    private func lockDevices(_ messages: [FeedMessage]) throws(PostgresError) {
+        cursors = [:]
+        let keys = Set(messages.compactMap(\.device)).sorted { ($0.site, $0.device) < ($1.site, $1.device) }
+        guard !keys.isEmpty else { return }
+        let parameters = [textArray(keys.map(\.site)), textArray(keys.map(\.device))]
+        try db.query(SQL.ensureDevices, parameters)
+        for row in try db.query(SQL.lockDevices, parameters).rows {
+            guard let site = row[0], let device = row[1] else { continue }
+            cursors[DeviceKey(site: site, device: device)] = DeviceCursor(boot: UInt64(row[2] ?? "0") ?? 0,
+                                                                          lastSeq: UInt64(row[3] ?? "0") ?? 0)
         }
     }
+
+    private func writeCursors() throws(PostgresError) {
+        let entries = cursors.sorted { ($0.key.site, $0.key.device) < ($1.key.site, $1.key.device) }
+        guard !entries.isEmpty else { return }
+        try db.query(SQL.writeCursors, [textArray(entries.map(\.key.site)), textArray(entries.map(\.key.device)),
+                                        textArray(entries.map { String($0.value.boot) }),
+                                        textArray(entries.map { String($0.value.lastSeq) })])
+    }
+
+    // MARK: - Messages
 
     private func apply(_ key: DeviceKey, _ status: StatusPayload) throws(PostgresError) {
         outcome.applied += 1
         touchedDevices.insert(key)
         let boot = status.boot ?? 0
+        var cursor = cursors[key] ?? DeviceCursor(boot: 0, lastSeq: 0)
         guard status.state == "online" else {
-            try db.query(SQL.offline, [key.site, key.device, String(boot)])
+            // The last will of an older boot arriving late says nothing about this one.
+            guard boot >= cursor.boot else { return }
+            cursor.boot = boot
+            cursors[key] = cursor
+            try db.query(SQL.offline, [key.site, key.device])
             return
         }
-        let stored = try db.query(SQL.lockDevice, [key.site, key.device])
-        let storedBoot = stored.first.flatMap { $0[0] }.flatMap { UInt64($0) } ?? 0
-        // A boot that went down: the device lost its state directory and counts seqs from 1 again.
-        let lost = boot < storedBoot
-        if lost {
+        if boot < cursor.boot {
+            // A boot that went down: the device lost its state directory and counts seqs from 1 again.
             Log.warn("device restarted its counters, rebuilding from its retained states",
-                     ["device": key, "boot": boot, "was": storedBoot])
+                     ["device": key, "boot": boot, "was": cursor.boot])
+            try flushSpots()
             try db.query(SQL.resetSpotOrder, [key.site, key.device])
+            cursor = DeviceCursor(boot: boot, lastSeq: 0)
         }
-        try db.query(SQL.online, [key.site, key.device, String(boot), status.since, status.mode, lost ? "true" : "false"])
+        cursor.boot = boot
+        cursors[key] = cursor
+        try db.query(SQL.online, [key.site, key.device, status.mode, status.since])
     }
 
     private func apply(_ key: DeviceKey, _ event: EventPayload, json: String) throws(PostgresError) {
-        let inserted = try db.query(SQL.insertEvent, [event.id, key.site, key.device, String(event.seq), String(event.boot),
-                                                      event.type, event.at, json])
-        guard !inserted.rows.isEmpty else {
-            outcome.duplicates += 1
-            return
-        }
         outcome.applied += 1
         try checkOrder(key, event)
         switch event.type {
         case "spot.occupied", "spot.vacated":
             guard let spot = event.spot else { return }
-            _ = try sensorSpot(key, spot, state: event.type == "spot.occupied" ? "occupied" : "free", since: event.at,
-                               checkedIn: false, seq: event.seq, isEvent: true)
+            try sensed(key, spot, state: event.type == "spot.occupied" ? "occupied" : "free", since: event.at,
+                       checkedIn: false, seq: event.seq, isState: false)
         case "spot.checkin":
             guard let spot = event.spot else { return }
             let arrival = event.arrival ?? event.at
-            _ = try sensorSpot(key, spot, state: "occupied", since: arrival, checkedIn: true, seq: event.seq, isEvent: true)
+            try sensed(key, spot, state: "occupied", since: arrival, checkedIn: true, seq: event.seq, isState: false)
             guard knownSpots.contains(spot) else { return }
-            if try !checkIn(spot, arrival: arrival) {
+            // Not checked in: no reservation waits for it, or the API holds its row right now (the
+            // sweep completes it once free; never waited for).
+            if try !checkIn(spot, arrival: arrival), try db.query(SQL.reservationWaiting, [spot, arrival]).rows.isEmpty {
                 try db.query(SQL.telemetry, ["sensor.unreserved_arrival", json, key.site, key.device])
             }
         case "spot.checkout":
@@ -110,8 +169,8 @@ final class Applier {
             let subject = event.subject ?? ""
             try db.query(SQL.insertFault, [event.id, key.site, key.device, subject, event.input, event.reason, event.at])
             if subject.hasPrefix("spot ") {
-                _ = try sensorSpot(key, String(subject.dropFirst(5)), state: "unknown", since: event.at, checkedIn: false,
-                                   seq: event.seq, isEvent: true)
+                try sensed(key, String(subject.dropFirst(5)), state: "unknown", since: event.at, checkedIn: false,
+                           seq: event.seq, isState: false)
             }
             try db.query(SQL.telemetry, ["device." + event.type, json, key.site, key.device])
         case "sensor.recovered":
@@ -131,37 +190,84 @@ final class Applier {
         }
     }
 
-    /// Tracks the device's highest seq; a jump over missing seqs is a detected gap, healed by a rebirth.
-    private func checkOrder(_ key: DeviceKey, _ event: EventPayload) throws(PostgresError) {
-        var stored = try db.query(SQL.lockDevice, [key.site, key.device])
-        if stored.rows.isEmpty {
-            try db.query(SQL.ensureDevice, [key.site, key.device, String(event.boot)])
-            stored = try db.query(SQL.lockDevice, [key.site, key.device])
+    /// Keeps the corrected times of an event first applied with an unsynced clock.
+    private func correct(_ key: DeviceKey, _ event: EventPayload, json: String) throws(PostgresError) {
+        guard let text = try db.query(SQL.correctEvent, [event.id, event.at, json]).first?[0],
+              let old = WireJSON.decode(EventPayload.self, from: Array(text.utf8)), let spot = event.spot else { return }
+        Log.info("event re-dated by the device's corrected clock", ["device": key, "seq": event.seq, "type": event.type])
+        func redate(_ sql: String, _ before: String?, _ after: String?) throws(PostgresError) {
+            guard let before, let after, before != after else { return }
+            try db.query(sql, [spot, before, after, String(event.seq)])
         }
-        let previous = stored.first.flatMap { $0[1] }.flatMap { UInt64($0) } ?? 0
-        if previous > 0 && event.seq > previous + 1 {
-            Log.warn("events missing, reconciling from the device's retained states",
-                     ["device": key, "after_seq": previous, "got_seq": event.seq])
-            try db.query(SQL.insertGap, [key.site, key.device, String(previous + 1), String(event.seq - 1), "false", nil])
-            outcome.rebirth.insert(key)
+        switch event.type {
+        case "spot.occupied", "spot.vacated":
+            try redate(SQL.correctSince, old.at, event.at)
+        case "spot.checkin":
+            try redate(SQL.correctSince, old.arrival, event.arrival)
+            try redate(SQL.correctCheckIn, old.arrival, event.arrival)
+        case "spot.checkout":
+            try redate(SQL.correctCheckOut, old.departure, event.departure)
+        default:
+            break
         }
-        try db.query(SQL.advanceSeq, [key.site, key.device, String(event.seq), String(event.boot)])
+        touchedSpots.insert(spot)
     }
 
-    /// Records the sensor's view of a spot; false when the spot is unknown or the view is older.
-    private func sensorSpot(_ key: DeviceKey, _ spot: String, state: String, since: String?, checkedIn: Bool,
-                            seq: UInt64?, isEvent: Bool) throws(PostgresError) -> Bool {
-        guard knownSpots.contains(spot) else {
-            Log.warn("spot unknown to ParkWise, recorded, not applied", ["device": key, "spot": spot])
-            try db.query(SQL.unknownSpot, [key.site, key.device, spot])
-            return false
+    /// Tracks the device's highest seq; a jump over missing seqs is a detected gap, healed by a rebirth.
+    private func checkOrder(_ key: DeviceKey, _ event: EventPayload) throws(PostgresError) {
+        var cursor = cursors[key] ?? DeviceCursor(boot: 0, lastSeq: 0)
+        if cursor.lastSeq > 0 && event.seq > cursor.lastSeq + 1 {
+            Log.info("seq jump, checked again in a moment", ["device": key, "after_seq": cursor.lastSeq, "got_seq": event.seq])
+            // Checked by the sweep before a rebirth: with a shared subscription the missing seqs may be
+            // in another bridge's batch.
+            try db.query(SQL.insertGap, [key.site, key.device, String(cursor.lastSeq + 1), String(event.seq - 1), "false", nil])
         }
-        guard ["free", "occupied", "unknown"].contains(state) else { return false }
-        let rows = try db.query(SQL.sensorSpot, [spot, key.site, key.device, state, since, checkedIn ? "true" : "false",
-                                                 seq.map { String($0) }, isEvent ? "true" : "false"])
-        guard !rows.rows.isEmpty else { return false }
-        touchedSpots.insert(spot)
-        return true
+        cursor.lastSeq = max(cursor.lastSeq, event.seq)
+        cursor.boot = max(cursor.boot, event.boot)
+        cursors[key] = cursor
+    }
+
+    /// Collects the sensors' view of a spot; a spot ParkWise does not know is recorded instead.
+    private func sensed(_ key: DeviceKey, _ spot: String, state: String, since: String?, checkedIn: Bool,
+                        seq: UInt64, isState: Bool) throws(PostgresError) {
+        guard knownSpots.contains(spot) else {
+            if reportedUnknown.insert(spot).inserted {
+                Log.warn("spot unknown to ParkWise, recorded, not applied", ["device": key, "spot": spot])
+            }
+            try db.query(SQL.unknownSpot, [key.site, key.device, spot])
+            return
+        }
+        guard ["free", "occupied", "unknown"].contains(state) else { return }
+        spots.add(.init(spot: spot, key: key, state: state, since: since, checkedIn: checkedIn, seq: seq, isState: isState))
+    }
+
+    /// Writes the collected spot views; a retained state that won completes a check-in or check-out
+    /// whose event was lost (it is the truth after any loss).
+    private func flushSpots() throws(PostgresError) {
+        guard !spots.isEmpty else { return }
+        let writes = spots.sorted
+        spots.removeAll()
+        let applied = Set(try db.query(SQL.sensorSpots, [
+            textArray(writes.map(\.spot)), textArray(writes.map(\.key.site)), textArray(writes.map(\.key.device)),
+            textArray(writes.map(\.state)), optionalArray(writes.map(\.since)),
+            textArray(writes.map { $0.checkedIn ? "true" : "false" }), textArray(writes.map { String($0.seq) }),
+            textArray(writes.map { String($0.order) }),
+        ]).rows.compactMap { $0[0] })
+        touchedSpots.formUnion(applied)
+        for write in writes where write.isState && applied.contains(write.spot) {
+            guard let since = write.since else { continue }
+            if write.state == "occupied" && write.checkedIn { try checkIn(write.spot, arrival: since) }
+            if write.state == "free" { try checkOut(write.spot, departure: since) }
+        }
+    }
+
+    private func flushLevels() throws(PostgresError) {
+        let entries = levels.values.sorted { ("\($0.0)", $0.1) < ("\($1.0)", $1.1) }
+        guard !entries.isEmpty else { return }
+        try db.query(SQL.levels, [textArray(entries.map(\.0.site)), textArray(entries.map(\.0.device)),
+                                  textArray(entries.map(\.1)), textArray(entries.map { String($0.2.capacity) }),
+                                  optionalArray(entries.map { $0.2.occupied.map(String.init) }),
+                                  textArray(entries.map(\.2.source))])
     }
 
     @discardableResult
@@ -173,13 +279,29 @@ final class Applier {
         try db.query(SQL.checkOut, [spot, departure])
     }
 
+    // MARK: - Sweeps
+
     /// Brings `spots` in line with the sensors' view: the batch's spots, or all of them.
     @discardableResult
     func reassert(all: Bool) throws(PostgresError) -> Int {
         guard all || !touchedSpots.isEmpty || !touchedDevices.isEmpty else { return 0 }
-        let devices = Array(touchedDevices)
-        return try db.query(SQL.reassert, [textArray(touchedSpots), textArray(devices.map(\.site)),
+        let devices = all ? [] : Array(touchedDevices)
+        return try db.query(SQL.reassert, [textArray(all ? [] : touchedSpots), textArray(devices.map(\.site)),
                                            textArray(devices.map(\.device)), all ? "true" : "false"]).rows.count
+    }
+
+    /// Check-ins and check-outs the sensors saw but that could not be written then (the API held
+    /// the reservation row): how many were completed now.
+    func sweepReservations() throws(PostgresError) -> Int {
+        try db.query(SQL.sweepCheckIns).rows.count + db.query(SQL.sweepCheckOuts).rows.count
+    }
+
+    /// Detected gaps whose seqs still miss after `seconds`: the devices to ask for a rebirth.
+    func checkGaps(after seconds: Double) throws(PostgresError) -> Set<DeviceKey> {
+        Set(try db.query(SQL.checkGaps, [String(seconds)]).rows.compactMap { row in
+            guard let site = row[0], let device = row[1] else { return nil }
+            return DeviceKey(site: site, device: device)
+        })
     }
 
     /// Devices offline past `seconds` leave the free count; returns them.
@@ -192,6 +314,8 @@ final class Applier {
 
     /// One snapshot per level for the current slot (nothing when this slot is already written).
     func snapshot(slotSeconds: Double) throws(PostgresError) -> Int {
-        try db.query(SQL.snapshot, [String(slotSeconds)]).rows.count
+        try db.query(SQL.expireReservations)
+        try reassert(all: true)
+        return try db.query(SQL.snapshot, [String(slotSeconds)]).rows.count
     }
 }

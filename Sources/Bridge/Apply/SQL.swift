@@ -4,38 +4,39 @@
 enum SQL {
     // MARK: Devices
 
-    static let lockDevice = "SELECT boot, last_seq FROM sensor_devices WHERE site = $1 AND device = $2 FOR UPDATE"
+    /// Every device of a batch gets a row, then all are locked at once, in key order (two bridges
+    /// never deadlock on them); their boot and seq are written back once at the end of the batch.
+    static let ensureDevices = """
+        INSERT INTO sensor_devices (site, device)
+        SELECT * FROM unnest($1::text[], $2::text[]) AS w(site, device) ORDER BY 1, 2
+        ON CONFLICT (site, device) DO NOTHING
+        """
+
+    static let lockDevices = """
+        SELECT site, device, boot, last_seq FROM sensor_devices
+        WHERE (site, device) IN (SELECT * FROM unnest($1::text[], $2::text[]))
+        ORDER BY site, device FOR UPDATE
+        """
+
+    static let writeCursors = """
+        UPDATE sensor_devices d SET boot = w.boot, last_seq = w.last_seq, updated_at = now()
+        FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) AS w(site, device, boot, last_seq)
+        WHERE d.site = w.site AND d.device = w.device AND (d.boot, d.last_seq) IS DISTINCT FROM (w.boot, w.last_seq)
+        """
 
     static let online = """
-        INSERT INTO sensor_devices AS d (site, device, boot, online, mode, online_since, offline_since, stale)
-        VALUES ($1, $2, $3::bigint, true, $5, $4::timestamptz, NULL, false)
-        ON CONFLICT (site, device) DO UPDATE SET
-          boot = EXCLUDED.boot, online = true, mode = EXCLUDED.mode, online_since = EXCLUDED.online_since,
-          offline_since = NULL, stale = false, updated_at = now(),
-          last_seq = CASE WHEN $6::boolean THEN 0 ELSE d.last_seq END
-        WHERE EXCLUDED.boot >= d.boot OR $6::boolean
+        UPDATE sensor_devices SET online = true, mode = $3, online_since = $4::timestamptz, offline_since = NULL,
+          stale = false, updated_at = now()
+        WHERE site = $1 AND device = $2
+        """
+
+    static let offline = """
+        UPDATE sensor_devices SET online = false, offline_since = coalesce(offline_since, now()), updated_at = now()
+        WHERE site = $1 AND device = $2
         """
 
     /// A device whose state directory was lost counts again from seq 1: its spots' order restarts too.
-    static let resetSpotOrder = "UPDATE sensor_spots SET seq = 0 WHERE site = $1 AND device = $2"
-
-    static let offline = """
-        INSERT INTO sensor_devices AS d (site, device, boot, online, offline_since)
-        VALUES ($1, $2, $3::bigint, false, now())
-        ON CONFLICT (site, device) DO UPDATE SET
-          boot = EXCLUDED.boot, online = false, offline_since = coalesce(d.offline_since, now()), updated_at = now()
-        WHERE EXCLUDED.boot >= d.boot
-        """
-
-    static let ensureDevice = """
-        INSERT INTO sensor_devices (site, device, boot) VALUES ($1, $2, $3::bigint) ON CONFLICT (site, device) DO NOTHING
-        """
-
-    static let advanceSeq = """
-        UPDATE sensor_devices SET last_seq = greatest(last_seq, $3::bigint), boot = greatest(boot, $4::bigint),
-          updated_at = now()
-        WHERE site = $1 AND device = $2
-        """
+    static let resetSpotOrder = "UPDATE sensor_spots SET seq = 0, ord = 0 WHERE site = $1 AND device = $2"
 
     /// Devices offline past the stale timeout, marked once.
     static let markStale = """
@@ -49,17 +50,64 @@ enum SQL {
 
     // MARK: Events
 
-    /// Dedupe: a row comes back only for an id not seen before.
-    static let insertEvent = """
+    /// Dedupe, for a whole batch: a row comes back only for an id not seen before.
+    static let insertEvents = """
         INSERT INTO sensor_events (id, site, device, seq, boot, type, at, payload)
-        VALUES ($1::uuid, $2, $3, $4::bigint, $5::bigint, $6, $7::timestamptz, $8::jsonb)
+        SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::text[],
+                             $7::timestamptz[], $8::jsonb[])
+        ORDER BY 1
         ON CONFLICT (id) DO NOTHING
         RETURNING id
+        """
+
+    /// An event first stamped `unsynced` comes again `corrected` (NTP set the clock meanwhile): the
+    /// corrected times are kept. Returns the payload it replaces (nothing when already corrected).
+    static let correctEvent = """
+        WITH old AS (SELECT id, payload FROM sensor_events WHERE id = $1::uuid AND payload->>'clock' = 'unsynced' FOR UPDATE)
+        UPDATE sensor_events e SET at = $2::timestamptz, payload = $3::jsonb FROM old WHERE e.id = old.id
+        RETURNING old.payload::text
+        """
+
+    /// Re-dates what an uncorrected time was written into: $1 spot, $2 old time, $3 corrected time, $4 seq.
+    static let correctSince = """
+        UPDATE sensor_spots SET since = $3::timestamptz WHERE spot_id = $1 AND since = $2::timestamptz AND seq = $4::bigint
+        """
+    static let correctCheckIn = """
+        UPDATE reservations SET checked_in_at = $3::timestamptz
+        WHERE id IN (SELECT id FROM reservations
+                     WHERE spot_id = $1 AND checked_in_at = $2::timestamptz AND status IN ('fulfilled', 'released')
+                       AND $4::bigint > 0
+                     FOR UPDATE SKIP LOCKED)
+        """
+    static let correctCheckOut = """
+        UPDATE reservations SET released_at = $3::timestamptz
+        WHERE id IN (SELECT id FROM reservations WHERE spot_id = $1 AND released_at = $2::timestamptz AND $4::bigint > 0
+                     FOR UPDATE SKIP LOCKED)
         """
 
     static let insertGap = """
         INSERT INTO sensor_gaps (site, device, first_seq, last_seq, declared, dropped)
         VALUES ($1, $2, $3::bigint, $4::bigint, $5::boolean, $6::int)
+        """
+
+    /// Detected gaps older than $1 seconds: dropped when their seqs arrived meanwhile (another bridge
+    /// had them), else marked checked; returns the devices to ask for a rebirth.
+    static let checkGaps = """
+        WITH g AS (
+          SELECT id, site, device, first_seq, last_seq FROM sensor_gaps
+          WHERE NOT declared AND NOT checked AND detected_at < now() - make_interval(secs => $1::double precision)
+          FOR UPDATE SKIP LOCKED
+        ), filled AS (
+          SELECT g.id, (SELECT count(DISTINCT e.seq) FROM sensor_events e
+                        WHERE e.site = g.site AND e.device = g.device AND e.seq BETWEEN g.first_seq AND g.last_seq)
+                       = g.last_seq - g.first_seq + 1 AS complete
+          FROM g
+        ), dropped AS (   -- runs although nothing reads it (PostgreSQL runs every data-modifying WITH)
+          DELETE FROM sensor_gaps WHERE id IN (SELECT id FROM filled WHERE complete)
+        )
+        UPDATE sensor_gaps SET checked = true
+        WHERE id IN (SELECT id FROM filled WHERE NOT complete)
+        RETURNING site, device
         """
 
     static let insertFault = """
@@ -81,16 +129,18 @@ enum SQL {
 
     static let knownSpots = "SELECT id FROM spots"
 
-    /// The sensor's view of one spot, kept only when it is not older than what is stored: an event
-    /// needs a higher seq, a state at least the same (it already includes that event). Without a seq
-    /// (agents before the field existed) the last message wins.
-    static let sensorSpot = """
-        INSERT INTO sensor_spots AS s (spot_id, site, device, state, since, checked_in, seq, updated_at)
-        VALUES ($1, $2, $3, $4, $5::timestamptz, $6::boolean, coalesce($7::bigint, 0), now())
+    /// The sensors' view of the batch's spots (one write per spot, see `SpotWrites`), each kept only
+    /// when its order is higher than the stored one (a retained state also at the same order).
+    static let sensorSpots = """
+        INSERT INTO sensor_spots AS s (spot_id, site, device, state, since, checked_in, seq, ord, updated_at)
+        SELECT w.*, now()
+        FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::boolean[], $7::bigint[],
+                    $8::bigint[]) AS w(spot_id, site, device, state, since, checked_in, seq, ord)
+        ORDER BY w.spot_id
         ON CONFLICT (spot_id) DO UPDATE SET
           site = EXCLUDED.site, device = EXCLUDED.device, state = EXCLUDED.state, since = EXCLUDED.since,
-          checked_in = EXCLUDED.checked_in, seq = greatest(s.seq, EXCLUDED.seq), updated_at = now()
-        WHERE $7::bigint IS NULL OR $7::bigint > s.seq OR (NOT $8::boolean AND $7::bigint = s.seq)
+          checked_in = EXCLUDED.checked_in, seq = EXCLUDED.seq, ord = EXCLUDED.ord, updated_at = now()
+        WHERE EXCLUDED.ord > s.ord OR (EXCLUDED.ord = s.ord AND EXCLUDED.ord % 2 = 1)
         RETURNING spot_id
         """
 
@@ -143,6 +193,12 @@ enum SQL {
         RETURNING reservations.id
         """
 
+    /// Whether an active reservation waits for this arrival (its row was locked when the check-in ran).
+    static let reservationWaiting = """
+        SELECT 1 FROM reservations
+        WHERE spot_id = $1 AND status = 'active' AND created_at <= $2::timestamptz AND expires_at >= $2::timestamptz
+        """
+
     /// A checked-in vehicle left: its reservation is released at the departure time.
     static let checkOut = """
         WITH r AS (
@@ -155,11 +211,50 @@ enum SQL {
         RETURNING reservations.id
         """
 
+    /// The sweep's check-ins: an active reservation on a spot the sensor sees occupied and checked in
+    /// since an arrival inside the reservation's window (a check-in skipped while the API held the row).
+    static let sweepCheckIns = """
+        WITH r AS (
+          SELECT r.id, ss.since FROM reservations r JOIN sensor_spots ss ON ss.spot_id = r.spot_id
+          WHERE r.status = 'active' AND ss.state = 'occupied' AND ss.checked_in AND ss.since IS NOT NULL
+            AND ss.since BETWEEN r.created_at AND r.expires_at
+          FOR UPDATE OF r SKIP LOCKED
+        )
+        UPDATE reservations SET status = 'fulfilled', checked_in_at = r.since FROM r WHERE reservations.id = r.id
+        RETURNING reservations.id
+        """
+
+    /// The sweep's check-outs: a fulfilled, unreleased reservation on a spot the sensor has seen free
+    /// since after the check-in.
+    static let sweepCheckOuts = """
+        WITH r AS (
+          SELECT r.id, ss.since FROM reservations r JOIN sensor_spots ss ON ss.spot_id = r.spot_id
+          WHERE r.status = 'fulfilled' AND r.released_at IS NULL AND ss.state = 'free' AND ss.since IS NOT NULL
+            AND ss.since > r.checked_in_at
+          FOR UPDATE OF r SKIP LOCKED
+        )
+        UPDATE reservations SET status = 'released', released_at = r.since FROM r WHERE reservations.id = r.id
+        RETURNING reservations.id
+        """
+
+    /// The backend's lazy reservation expiry, run before a snapshot so `reserved` is current (with
+    /// OCCUPANCY_SOURCE=none nothing else runs it between API calls): exactly the backend's writes.
+    static let expireReservations = """
+        WITH r AS (
+          SELECT id FROM reservations WHERE status = 'active' AND expires_at < now() FOR UPDATE SKIP LOCKED
+        ), expired AS (
+          UPDATE reservations SET status = 'expired' FROM r WHERE reservations.id = r.id RETURNING reservations.spot_id
+        ), s AS (
+          SELECT id FROM spots WHERE id IN (SELECT spot_id FROM expired) AND status = 'reserved' FOR UPDATE SKIP LOCKED
+        )
+        UPDATE spots SET status = 'free', held_by = NULL, source = NULL FROM s WHERE spots.id = s.id
+        """
+
     // MARK: Levels and snapshots
 
-    static let level = """
+    static let levels = """
         INSERT INTO sensor_levels AS l (site, device, level_code, capacity, occupied, source)
-        VALUES ($1, $2, $3, $4::int, $5::int, $6)
+        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::int[], $6::text[]) ORDER BY 1, 2, 3
         ON CONFLICT (site, device, level_code) DO UPDATE SET
           capacity = EXCLUDED.capacity, occupied = EXCLUDED.occupied, source = EXCLUDED.source, updated_at = now()
         """
@@ -196,14 +291,30 @@ enum SQL {
         """
 }
 
-/// A PostgreSQL array literal of text values, for `ANY($n::text[])` parameters.
+/// A PostgreSQL array literal (`{"a","b",NULL}`) of text values, for `unnest($n::type[])` and
+/// `ANY($n::text[])` parameters: sent as one parameter, never spliced into SQL.
 func textArray(_ values: some Sequence<String>) -> String {
-    "{" + values.map { "\"" + $0.replacingOccurrences("\\", "\\\\").replacingOccurrences("\"", "\\\"") + "\"" }
-        .joined(separator: ",") + "}"
+    optionalArray(values.map { Optional($0) })
 }
 
-extension String {
-    fileprivate func replacingOccurrences(_ target: String, _ replacement: String) -> String {
-        split(separator: target, omittingEmptySubsequences: false).joined(separator: replacement)
+func optionalArray(_ values: some Sequence<String?>) -> String {
+    // Byte by byte: the batch's JSON payloads go through here, so no Character-level work.
+    var bytes: [UInt8] = [UInt8(ascii: "{")]
+    var first = true
+    for value in values {
+        if !first { bytes.append(UInt8(ascii: ",")) }
+        first = false
+        guard let value else {
+            bytes += "NULL".utf8
+            continue
+        }
+        bytes.append(UInt8(ascii: "\""))
+        for byte in value.utf8 {
+            if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { bytes.append(UInt8(ascii: "\\")) }
+            bytes.append(byte)
+        }
+        bytes.append(UInt8(ascii: "\""))
     }
+    bytes.append(UInt8(ascii: "}"))
+    return String(decoding: bytes, as: UTF8.self)
 }

@@ -34,17 +34,17 @@ enum RunCommand {
         var config = BridgeConfig()
         if let path = args.option("config") {
             do { config = try BridgeConfigReader.read(try ConfigFile.tree(path: path), file: path) } catch {
-                printError(error.description)
+                printConfigProblems(error, path: path)
                 return ExitCode.config
             }
         }
-        var password: String?
-        if let file = config.passwordFile {
-            guard let data = FileManager.default.contents(atPath: file) else {
-                printError("error: cannot read the password file \(file)\n    hint: check the path and permissions")
-                return ExitCode.config
-            }
-            password = String(decoding: data, as: UTF8.self).split(separator: "\n").first.map(String.init) ?? ""
+        let credentials: Credentials?
+        do {
+            credentials = try config.credentials.map(Credentials.load)
+            if let key = config.tls?.key { try Credentials.checkPrivate(key, what: "TLS key file") }
+        } catch {
+            printError("error: \(error)")
+            return ExitCode.config
         }
         let db: PostgresConnection, url: String
         switch Connections.database(args, command: spec) {
@@ -65,7 +65,8 @@ enum RunCommand {
 
         var link = LinkSettings(brokers: [.init(host: broker.host, port: broker.port, tls: broker.tls)],
                                 clientID: config.clientID, keepaliveSeconds: 30, will: nil,
-                                username: config.username, password: password, subscriptions: config.filters)
+                                username: credentials?.username, password: credentials?.password,
+                                subscriptions: config.filters)
         link.cleanSession = false
         link.tls = config.tls
         let databaseURL = args.option("database") ?? ProcessInfo.processInfo.environment["DATABASE_URL"] ?? ""

@@ -21,8 +21,8 @@ struct BridgeConfig: Sendable {
     var reassertEvery: Duration = .seconds(5)
     /// Messages applied per transaction at most.
     var batchSize = 500
-    var username: String?
-    var passwordFile: String?
+    /// MQTT username and password, a file of `username=` and `password=` lines (mode 0600), as the agent's.
+    var credentials: String?
     var tls: (ca: String?, cert: String?, key: String?)?
 
     func accepts(_ key: DeviceKey) -> Bool {
@@ -44,7 +44,7 @@ struct BridgeConfigReader {
     init(file: String) { self.file = file }
 
     static let keys = ["sites", "devices", "stale_after", "snapshot_every", "accept_simulated", "client_id",
-                       "share_group", "reassert_every", "batch_size", "username", "password_file", "tls"]
+                       "share_group", "reassert_every", "batch_size", "credentials", "tls"]
 
     static func read(_ root: ConfigNode, file: String) throws(ConfigIssues) -> BridgeConfig {
         var reader = BridgeConfigReader(file: file)
@@ -64,15 +64,18 @@ struct BridgeConfigReader {
             let key = keyNode.text ?? ""
             switch key {
             case "sites": config.sites = names(value).map(Set.init)
-            case "devices": config.devices = names(value).map(Set.init)
+            case "devices":
+                config.devices = names(value).map(Set.init)
+                for device in config.devices ?? [] where device.split(separator: "/").count != 2 {
+                    issue(value, "'\(device)' is not a device like site/device", hint: "e.g. campus-norte/p2-east")
+                }
             case "stale_after": duration(value).map { config.staleAfter = $0 }
             case "snapshot_every": duration(value).map { config.snapshotEvery = $0 }
             case "reassert_every": duration(value).map { config.reassertEvery = $0 }
             case "accept_simulated": boolean(value).map { config.acceptSimulated = $0 }
             case "client_id": text(value).map { config.clientID = $0 }
             case "share_group": text(value).map { config.shareGroup = $0 }
-            case "username": text(value).map { config.username = $0 }
-            case "password_file": text(value).map { config.passwordFile = $0 }
+            case "credentials": text(value).map { config.credentials = $0 }
             case "batch_size":
                 if let n = text(value).flatMap(Int.init), (1...10_000).contains(n) { config.batchSize = n } else {
                     issue(value, "batch_size must be a whole number from 1 to 10000")

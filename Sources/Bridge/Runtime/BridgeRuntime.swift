@@ -1,4 +1,5 @@
 import Dispatch
+import ParkWiseCLI
 import ParkWiseContract
 import ParkWiseLog
 import Postgres
@@ -69,7 +70,7 @@ final class BridgeRuntime: Sendable {
                 linkStopped.store(true, ordering: .releasing)
                 queue.wake()
                 worker.join()
-                return 1
+                return ExitCode.failure
             }
             sleepThread(microseconds: 20_000)
         }
@@ -83,7 +84,7 @@ final class BridgeRuntime: Sendable {
         done.wait()
         worker.join()
         Log.info("bridge stopped", [:])
-        return 0
+        return ExitCode.success
     }
 
     // MARK: - For the database loop

@@ -49,6 +49,8 @@ struct DatabaseLoop {
                 if error.isConnectionLoss || !applier.db.isOK {
                     self.applier = nil
                     runtime.problem(error.description)
+                } else if error.isTransient {
+                    Log.debug("batch retried", ["error": error])   // a deadlock or serialization failure
                 } else if pending.count > 1 {
                     // A statement the server rejects: apply one at a time to keep the rest.
                     isolate(applier, error)
@@ -118,6 +120,7 @@ struct DatabaseLoop {
     /// to the broker, online devices are asked to republish their states.
     private mutating func periodic(_ applier: Applier) throws(PostgresError) {
         let number = runtime.connectionNumber
+        guard number > 0 else { return }   // nothing is written before the bridge has started
         if number != seenConnection {
             seenConnection = number
             let online = try applier.db.query(SQL.onlineDevices).rows
@@ -133,6 +136,12 @@ struct DatabaseLoop {
         }
         let stale = try applier.markStale(after: seconds(runtime.config.staleAfter))
         for key in stale { Log.warn("device offline too long, its spots leave the free count", ["device": key]) }
+        for key in try applier.checkGaps(after: 2) {
+            Log.warn("events missing, reconciling from the device's retained states", ["device": key])
+            runtime.rebirth(key)
+        }
+        let completed = try applier.sweepReservations()
+        if completed > 0 { Log.info("completed check-ins and check-outs held up by the API", ["reservations": completed]) }
         let fixed = try applier.reassert(all: true)
         if fixed > 0 { Log.info("re-asserted sensor state", ["spots": fixed]) }
         let slotLength = Int64(seconds(runtime.config.snapshotEvery))

@@ -2,23 +2,23 @@ import FoundationEssentials
 import Glibc
 
 /// MQTT username and password from a file of `username=...` and `password=...` lines. Like ssh,
-/// the agent refuses a secrets file that group or others may read.
-struct Credentials: Sendable {
-    var username: String
-    var password: String?
+/// the agent and the bridge refuse a secrets file that group or others may read.
+public struct Credentials: Sendable {
+    public var username: String
+    public var password: String?
 
     /// What is wrong with a file the link needs, and how to fix it.
-    struct Problem: Error, CustomStringConvertible {
-        var message: String
-        var hint: String
+    public struct Problem: Error, CustomStringConvertible {
+        public var message: String
+        public var hint: String
         /// The errno of a failed stat() or access(), when that was the problem.
-        var errno: Int32?
-        var description: String { "\(message)\n    hint: \(hint)" }
+        public var errno: Int32?
+        public var description: String { "\(message)\n    hint: \(hint)" }
     }
 
     /// A file the agent's user can read, and its status.
     @discardableResult
-    static func checkReadable(_ path: String, what: String) throws(Problem) -> stat {
+    public static func checkReadable(_ path: String, what: String) throws(Problem) -> stat {
         var st = stat()
         guard stat(path, &st) == 0, access(path, R_OK) == 0 else {
             let number = Glibc.errno
@@ -32,7 +32,7 @@ struct Credentials: Sendable {
     }
 
     /// Refuses a secret (credentials, private key) that group or others may read, as ssh does.
-    static func checkPrivate(_ path: String, what: String) throws(Problem) {
+    public static func checkPrivate(_ path: String, what: String) throws(Problem) {
         let st = try checkReadable(path, what: what)
         if st.st_mode & 0o077 != 0 {
             throw Problem(message: "\(what) \(path) is readable by group or others (mode "
@@ -40,11 +40,11 @@ struct Credentials: Sendable {
         }
     }
 
-    static func load(path: String) throws(Problem) -> Credentials {
+    public static func load(path: String) throws(Problem) -> Credentials {
         try checkPrivate(path, what: "credentials file")
         guard let data = FileManager.default.contents(atPath: path) else {
             throw Problem(message: "cannot read credentials file \(path): permission denied",
-                          hint: "the file must belong to the agent's user")
+                          hint: "the file must belong to the user the program runs as")
         }
         var username: String?, password: String?
         for line in String(decoding: data, as: UTF8.self).split(separator: "\n") {
