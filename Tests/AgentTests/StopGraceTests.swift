@@ -37,3 +37,24 @@ import TestSupport
         proxy.stop()
     }
 }
+
+/// A stop is not queued behind work: with tens of thousands of line changes waiting for the event
+/// loop (each read stored with a disk sync), SIGTERM still ends the agent within its grace.
+@Suite struct StopBehindABacklogTests {
+    @Test func aStopOvertakesQueuedLineChanges() throws {
+        let dir = temporaryDirectory()
+        let broker = try Broker()
+        let subscriber = try Subscriber(broker)
+        try subscriber.listen()
+        // 40,000 changes a millisecond apart at 10,000 times real time: they queue far faster than they are stored.
+        let trace = try busyTrace(dir, count: 40_000, every: 1)
+        let agent = try Child(agentBinary, ["run", "--config", try writeBusyGarage(dir), "--replay", trace.path,
+                                            "--speed", "10000", "--broker", broker.url, "--outbox", dir.path + "/outbox"])
+        #expect(eventually(10) { subscriber.events().count >= 20 }, "\(agent.stderr)")
+        agent.signal(SIGTERM)
+        // Grace 3 s; a stop that waited for the backlog would take tens of seconds.
+        #expect(agent.wait(8) == 0, "the stop waited behind the queue: \(agent.stderr.suffix(600))")
+        #expect(agent.stderr.contains("info stopped"))
+        subscriber.stop()
+    }
+}

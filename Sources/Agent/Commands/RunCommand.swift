@@ -67,7 +67,7 @@ enum RunCommand {
             printError("error: \(error)")
             return ExitCode.config
         }
-        let signals = SignalHandlers(stop: runtime.stopper)
+        let signals = SignalHandlers(onStop: { runtime.requestStop() })
         let code = await runtime.run()
         signals.cancel()
         return code

@@ -2,6 +2,7 @@ import ParkWiseCLI
 import ParkWiseContract
 import ParkWiseCore
 import ParkWiseLog
+import Synchronization
 import Uplink
 
 /// The composition of one running agent: line source -> garage -> stamper -> uplink session.
@@ -91,7 +92,19 @@ actor AgentRuntime {
     private var announcedProblem: String?
 
     /// The stream's continuation, for signal handlers.
-    nonisolated var stopper: AsyncStream<AgentInput>.Continuation { continuation }
+    /// A stop request and the end of the stop's grace: flags the event loop reads before each input,
+    /// so neither waits behind a backlog of queued line changes (each of which costs a disk sync).
+    private final class Flags: Sendable {
+        let stopRequested = Atomic<Bool>(false)
+        let graceElapsed = Atomic<Bool>(false)
+    }
+    private nonisolated let flags = Flags()
+
+    /// SIGTERM/SIGINT: stop gracefully, ahead of whatever inputs are still queued.
+    nonisolated func requestStop() {
+        flags.stopRequested.store(true, ordering: .releasing)
+        continuation.yield(.stop)
+    }
 
     /// Runs until stopped; returns the process exit code.
     func run() async -> Int32 {
@@ -120,6 +133,10 @@ actor AgentRuntime {
             }
         }
         for await input in inputs {
+            if flags.stopRequested.load(ordering: .acquiring) {
+                stopSource()
+                return await stop(exitCode: ExitCode.success)
+            }
             switch input {
             case .lines(let changes):
                 for change in changes { garage.handle(change, into: &events) }
@@ -177,25 +194,30 @@ actor AgentRuntime {
         timer?.task.cancel()
         timer = nil
         session.sayOffline()
-        let giveUp = Task { [continuation, grace = options.stopGrace] in
+        let giveUp = Task { [continuation, flags, grace = options.stopGrace] in
             try? await Task.sleep(for: grace)
+            flags.graceElapsed.store(true, ordering: .releasing)
             continuation.yield(.stopGraceElapsed)
         }
+        var unread = 0   // line changes still queued: never stamped nor stored, the board's levels say the rest at the next start
         if session.isConnected {
             waiting: for await input in inputs {
+                if flags.graceElapsed.load(ordering: .acquiring) {
+                    Log.warn("broker did not acknowledge everything before stopping", ["outbox": session.outboxCount])
+                    break waiting
+                }
+                if case .lines(let changes) = input { unread += changes.count }
                 switch input {
                 case .uplink(let event):
                     session.handle(event)
                     if !session.isConnected || (session.offlineAcknowledged && session.settled) { break waiting }
-                case .stopGraceElapsed:
-                    Log.warn("broker did not acknowledge everything before stopping", ["outbox": session.outboxCount])
-                    break waiting
-                case .lines, .tick, .sourceFinished, .stop, .housekeeping, .inputLost:
-                    continue
+                case .lines, .tick, .sourceFinished, .stop, .housekeeping, .inputLost, .stopGraceElapsed:
+                    continue   // (the grace's end is its flag, read above)
                 }
             }
         }
         giveUp.cancel()
+        if unread > 0 { Log.info("line changes queued behind the stop, left unread", ["changes": unread]) }
         link.stop()
         stamper.state.settle(oldestPending: session.oldestPendingSeq)
         stamper.state.stoppedCleanly()
