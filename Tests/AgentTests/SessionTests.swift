@@ -105,3 +105,45 @@ import Testing
         subscriber.stop()
     }
 }
+
+/// Under systemd (`Type=notify`, `WatchdogSec=`): READY=1 once running, WATCHDOG=1 from the event loop
+/// at least every half watchdog period, STOPPING=1 at a graceful stop. A real unix datagram socket
+/// plays systemd's notify socket.
+@Suite struct ServiceNotifyTests {
+    @Test func readinessWatchdogAndStoppingReachTheNotifySocket() throws {
+        let dir = temporaryDirectory()
+        let path = dir.appendingPathComponent("notify").path
+        let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in for (i, b) in path.utf8.enumerated() { raw[i] = b } }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        try #require(bound == 0)
+        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        func next() -> String? {
+            var buffer = [UInt8](repeating: 0, count: 512)
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            return n > 0 ? String(decoding: buffer[..<n], as: UTF8.self) : nil
+        }
+        let broker = try Broker()
+        // 2 s watchdog: fed at least every second.
+        let agent = try Child("/usr/bin/env", ["NOTIFY_SOCKET=\(path)", "WATCHDOG_USEC=2000000", agentBinary, "run",
+                                               "--config", try SessionTests().config(dir, brokers: [broker.url]),
+                                               "--replay", try writeTrace(dir, threeChanges), "--outbox", dir.path + "/outbox"])
+        #expect(next()?.hasPrefix("READY=1") == true, "\(agent.stderr)")
+        #expect(next() == "WATCHDOG=1")
+        #expect(next() == "WATCHDOG=1")
+        agent.signal(SIGTERM)
+        var rest: [String] = []
+        while let message = next() {
+            rest.append(message)
+            if message == "STOPPING=1" { break }
+        }
+        #expect(agent.wait(10) == 0)
+        #expect(rest.last == "STOPPING=1" && rest.dropLast().allSatisfy { $0 == "WATCHDOG=1" }, "\(rest)")
+    }
+}

@@ -61,7 +61,8 @@ enum RunCommand {
         let runtime: AgentRuntime
         do {
             runtime = try AgentRuntime(config: config, source: source, clock: clock, credentials: credentials,
-                                       options: .init(configHash: ConfigFile.hash(path: path), mode: source.mode))
+                                       options: .init(configHash: ConfigFile.hash(path: path), mode: source.mode,
+                                                     service: ServiceNotifier(environment: ProcessInfo.processInfo.environment)))
         } catch {
             // Restarting cannot heal a count at its end: exit as for a config error, which systemd does not restart.
             printError("error: \(error)")

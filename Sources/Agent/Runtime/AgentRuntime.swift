@@ -19,6 +19,8 @@ actor AgentRuntime {
         var mode: String?
         /// How long a graceful stop waits for the broker to acknowledge what is in flight.
         var stopGrace: Duration = .seconds(3)
+        /// systemd readiness and watchdog (does nothing outside a `Type=notify` unit).
+        var service = ServiceNotifier(environment: [:])
     }
 
     private let config: AgentConfig
@@ -126,9 +128,10 @@ actor AgentRuntime {
         Log.info("agent running", ["site": config.site, "device": config.device, "lanes": config.lanes.count,
                                    "spots": config.spots.count, "boot": stamper.state.boot])
         scheduleTimer()
-        housekeeping = Task { [continuation] in
+        options.service.ready()
+        housekeeping = Task { [continuation, every = min(.seconds(5), options.service.watchdogInterval ?? .seconds(5))] in
             while !Task.isCancelled {
-                try? await Task.sleep(for: .seconds(5))
+                try? await Task.sleep(for: every)
                 continuation.yield(.housekeeping)
             }
         }
@@ -147,6 +150,7 @@ actor AgentRuntime {
                 flush()
             case .housekeeping:
                 checkClock()
+                options.service.alive()   // the watchdog is fed by the event loop itself
             case .uplink(let event):
                 session.handle(event)
                 switch event {
@@ -186,6 +190,7 @@ actor AgentRuntime {
     /// Graceful stop: say offline, give the broker a moment to acknowledge, disconnect cleanly.
     private func stop(exitCode: Int32) async -> Int32 {
         Log.info("stopping", ["outbox": session.outboxCount])
+        options.service.stopping()
         timer?.task.cancel()
         housekeeping?.cancel()
         garage.advance(to: clock.now(), into: &events)

@@ -1,0 +1,59 @@
+import Glibc
+
+/// systemd's readiness and watchdog protocol (sd_notify(3)) without libsystemd: one datagram a
+/// message to the unix socket in `$NOTIFY_SOCKET` (a path, or `@name` in the abstract namespace).
+/// Without the variable (not under systemd, `Type=simple`) every call does nothing. The watchdog is
+/// fed from the event loop, so a loop that hangs stops feeding it and systemd restarts the agent.
+final class ServiceNotifier: Sendable {
+    private let address: sockaddr_un?
+    private let length: socklen_t
+    private let fd: Int32
+    /// How often to feed the watchdog (half of `$WATCHDOG_USEC`), nil when systemd watches nothing.
+    let watchdogInterval: Duration?
+
+    init(environment: [String: String]) {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let capacity = MemoryLayout.size(ofValue: address.sun_path)
+        guard let path = environment["NOTIFY_SOCKET"], !path.isEmpty, path.utf8.count < capacity,
+              path.hasPrefix("/") || path.hasPrefix("@") else {
+            self.address = nil
+            length = 0
+            fd = -1
+            watchdogInterval = nil
+            return
+        }
+        var bytes = Array(path.utf8)
+        if bytes[0] == UInt8(ascii: "@") { bytes[0] = 0 }   // abstract namespace
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (i, byte) in bytes.enumerated() { raw[i] = byte }
+        }
+        self.address = address
+        length = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count)
+        fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let usec = environment["WATCHDOG_USEC"].flatMap { Int64($0) } ?? 0
+        let forUs = environment["WATCHDOG_PID"].map { Int32($0) == getpid() } ?? true
+        watchdogInterval = usec > 0 && forUs ? .microseconds(usec / 2) : nil
+    }
+
+    deinit { if fd >= 0 { close(fd) } }
+
+    /// `READY=1`: started, lines requested, the event loop running.
+    func ready() { send("READY=1\nSTATUS=running") }
+
+    /// `WATCHDOG=1`: the event loop is alive.
+    func alive() { send("WATCHDOG=1") }
+
+    /// `STOPPING=1`: a graceful stop has begun.
+    func stopping() { send("STOPPING=1") }
+
+    private func send(_ message: String) {
+        guard var address = address, fd >= 0 else { return }
+        let bytes = Array(message.utf8)
+        _ = withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sockaddr in
+                bytes.withUnsafeBytes { sendto(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL), sockaddr, length) }
+            }
+        }
+    }
+}
