@@ -103,10 +103,6 @@ public struct DurableOutbox: Outbox {
         return nil
     }
 
-    private mutating func compactIfDue() throws(UplinkError) {
-        if deadRecords >= capacity { try compact() }
-    }
-
     private mutating func compact() throws(UplinkError) {
         try log.rewrite(entries)
         deadRecords = 0
