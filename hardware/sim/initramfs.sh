@@ -4,8 +4,11 @@
 # every shared library these need (found with ldd: the guest packages first, then the host's), plus the
 # loader. Fails if any library cannot be found. An agent built against libgpiod 2.x (libgpiod2.sh) finds its
 # libgpiod.so.3 through its rpath; it lands in /lib/x86_64-linux-gnu next to the 1.6 tools' libgpiod.so.2.
+# More files (bench.sh's C agent, probe, strace, modules) as SRC=DEST arguments: an ELF program comes with its
+# libraries, anything else is copied as it is.
 set -euo pipefail
 CACHE="$1"; AGENT="$2"; OUT="$3"
+shift 3
 HERE="$(cd "$(dirname "$0")" && pwd)"
 die() { echo "vm-initramfs: FAILED: $*" >&2; exit 1; }
 
@@ -43,6 +46,12 @@ cp "$HERE/guest/init" "$STAGE/init"
 cp "$HERE/guest/lib.sh" "$HERE/guest/bench.sh" "$STAGE/sim/"
 cp "$HERE"/guest/configs/*.yaml "$STAGE/sim/configs/"
 chmod +x "$STAGE/init" "$STAGE/sim/bench.sh"
+for extra in "$@"; do
+    src="${extra%%=*}"; dest="${extra#*=}"
+    mkdir -p "$STAGE$(dirname "$dest")"
+    if [[ "$(head -c 4 "$src" | od -An -c | tr -d ' ')" == '177ELF' && "$src" != *.ko ]]; then copy_elf "$src" "$dest"
+    else cp "$src" "$STAGE$dest" || die "cannot copy $src"; fi
+done
 echo 'root:x:0:0:root:/root:/bin/sh' > "$STAGE/etc/passwd"
 echo 'root:x:0:' > "$STAGE/etc/group"
 echo '127.0.0.1 localhost' > "$STAGE/etc/hosts"

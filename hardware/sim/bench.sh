@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Side-by-side benchmark (issue 12): parkwise-agent (release, libgpiod 1.6, one spot, zero filter delays) next to a
+# minimal C agent (bench/c-agent.c: libgpiod + libmosquitto, no durability) in the same gpio-sim VM boot, both
+# publishing QoS 1 to mosquitto in the VM. Prints figures and ratios parkwise / C agent; asserts nothing. Per boot:
+#   tmpfs     edge -> subscriber latency p50/p99 (edges driven and messages received by bench/probe.c in the guest,
+#             one clock), CPU per edge (schedstat of every thread; utime+stime too), RSS; the two agents' edges
+#             alternate, one at a time
+#   idle      voluntary context switches per thread over PARKWISE_BENCH_IDLE_S seconds of nothing happening
+#   strace    system calls per edge (strace -c -f attached to every thread in the guest)
+#   loaded    the tmpfs run again with two busy processes (`yes`) on the host's cores
+#   disk      parkwise's outbox on an ext4 virtio disk (a host file, cache=none: writes and flushes reach the host)
+#   sd        the same on a disk throttled like an SD card (qemu throttling.iops-write=PARKWISE_BENCH_SD_IOPS)
+#             with bytes written and flushes per event from /sys/block/vdX/stat
+#   spawn     spawn -> first publish, each agent started PARKWISE_BENCH_SPAWNS times, alternating
+# The host is not assumed quiet: its /proc/loadavg is printed with every phase.
+#
+#   bash hardware/sim/bench.sh            # PARKWISE_BENCH_BOOTS boots (default 3), then the summary
+#
+# PARKWISE_BENCH_BOOTS (3) PARKWISE_BENCH_EDGES (100 per agent and run) PARKWISE_BENCH_GAP_MS (50: pause after a
+# message, plus a random 0..GAP) PARKWISE_BENCH_IDLE_S (60) PARKWISE_BENCH_SPAWNS (5) PARKWISE_BENCH_SD_IOPS (300)
+# PARKWISE_AGENT (a libgpiod 1.6 agent binary instead of building one) PARKWISE_VM_BUILD, PARKWISE_VM_CACHE as in
+# run-tests.sh. PARKWISE_BENCH_OUT: where the raw figures go (default: a temporary directory, kept and printed).
+set -uo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+REPO="$(cd "$HERE/../.." && pwd)"
+BOOTS="${PARKWISE_BENCH_BOOTS:-3}"
+EDGES="${PARKWISE_BENCH_EDGES:-100}"
+GAP="${PARKWISE_BENCH_GAP_MS:-50}"
+IDLE="${PARKWISE_BENCH_IDLE_S:-60}"
+SPAWNS="${PARKWISE_BENCH_SPAWNS:-5}"
+SD_IOPS="${PARKWISE_BENCH_SD_IOPS:-300}"
+WORK="${PARKWISE_BENCH_OUT:-$(mktemp -d "${TMPDIR:-/tmp}/parkwise-bench.XXXXXX")}"
+mkdir -p "$WORK"
+RESULTS="$WORK/results.txt"
+: > "$RESULTS"
+LOAD_PIDS=()
+die() { echo "vm-bench: $*" >&2; exit 1; }
+. "$HERE/vm.sh"
+stop_load() { local pid; for pid in "${LOAD_PIDS[@]}"; do kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; done; LOAD_PIDS=(); }
+trap 'stop_load; vm_down' EXIT
+
+# --- parts: VM cache, the two agents, the probe, strace, block modules, disk images --------------------------------
+command -v qemu-system-x86_64 >/dev/null || apt-get install -y -q --no-install-recommends qemu-system-x86 >/dev/null \
+    || die "qemu-system-x86_64 missing (apt-get install qemu-system-x86)"
+for tool in strace mkfs.ext4; do
+    command -v "$tool" >/dev/null || apt-get install -y -q --no-install-recommends strace e2fsprogs >/dev/null \
+        || die "$tool missing (apt-get install strace e2fsprogs)"
+done
+CACHE="$(bash "$HERE/setup.sh" | tail -n 1)" && [[ -f "$CACHE/vmlinux" ]] || die "VM setup failed (see above)"
+AGENT="${PARKWISE_AGENT:-}"
+if [[ -z "$AGENT" ]]; then
+    BUILD="${PARKWISE_VM_BUILD:-$REPO/.build/vm-gpiod1}"
+    echo "vm-bench: building the libgpiod 1.6 agent (release, static Swift runtime) in $BUILD" >&2
+    (cd "$REPO" && env -u PKG_CONFIG_PATH PARKWISE_LIBGPIOD=1 swift build -c release --static-swift-stdlib \
+        --scratch-path "$BUILD" --product parkwise-agent) > "$WORK/build.log" 2>&1 \
+        || { cat "$WORK/build.log" >&2; die "the agent does not build"; }
+    AGENT="$BUILD/release/parkwise-agent"
+fi
+gcc -O2 -Wall -o "$WORK/c-agent" "$HERE/bench/c-agent.c" -lgpiod -lmosquitto || die "c-agent does not build (libgpiod-dev libmosquitto-dev)"
+gcc -O2 -Wall -o "$WORK/probe" "$HERE/bench/probe.c" -lmosquitto -lpthread || die "probe does not build"
+
+# The virtio block stack and ext4 are modules in Debian's kernel: taken from the cached kernel package, in load order.
+KREL="$(cat "$CACHE/kernel-release")"
+MODS="$CACHE/bench-modules-$KREL"
+BLOCK_MODULES=(drivers/virtio/virtio_ring drivers/virtio/virtio drivers/virtio/virtio_pci_modern_dev
+    drivers/virtio/virtio_pci_legacy_dev drivers/virtio/virtio_pci drivers/block/virtio_blk lib/crc16 fs/mbcache
+    fs/jbd2/jbd2 crypto/crc32c_generic fs/ext4/ext4)
+if [[ ! -f "$MODS/ext4.ko" ]]; then
+    image_deb="$(find "$CACHE/debs" -name "linux-image-${KREL}_*.deb" -print -quit)"
+    [[ -n "$image_deb" ]] || die "no cached linux-image-$KREL .deb in $CACHE/debs"
+    rm -rf "$MODS.tmp"; mkdir -p "$MODS.tmp"
+    dpkg-deb --fsys-tarfile "$image_deb" | tar -x -C "$MODS.tmp" \
+        $(for m in "${BLOCK_MODULES[@]}"; do echo "./lib/modules/$KREL/kernel/$m.ko"; done) || die "block modules missing in $image_deb"
+    find "$MODS.tmp" -name '*.ko' -exec mv {} "$MODS.tmp/" \;
+    rm -rf "$MODS.tmp/lib" "$MODS"; mv "$MODS.tmp" "$MODS"
+fi
+EXTRAS=("$WORK/c-agent=/usr/local/bin/c-agent" "$WORK/probe=/usr/local/bin/probe" "$(command -v strace)=/usr/bin/strace"
+        "$HERE/guest/sbs.sh=/sim/sbs.sh")
+for m in "${BLOCK_MODULES[@]}"; do EXTRAS+=("$MODS/${m##*/}.ko=/lib/modules/bench/${m##*/}.ko"); done
+bash "$HERE/initramfs.sh" "$CACHE" "$AGENT" "$WORK/initrd.cpio" "${EXTRAS[@]}" || die "initramfs failed"
+
+# --- one boot ----------------------------------------------------------------------------------------------------------
+# run BOOT PHASE COMMAND: a guest command (sbs.sh loaded); its output lines printed and kept as "boot=B phase=P ...".
+run() {
+    local boot=$1 phase=$2 rc
+    echo "vm-bench: boot $boot: $phase (host load $(cut -d' ' -f1-3 /proc/loadavg))"
+    echo "boot=$boot phase=$phase hostload $(cut -d' ' -f1-3 /proc/loadavg | sed 's/^/load1=/; s/ / load5=/; s/ / load15=/')" >> "$RESULTS"
+    g -t 900 ". /sim/sbs.sh; $3"; rc=$?
+    printf '%s' "$OUT" | sed "s/^/  /"
+    printf '%s' "$OUT" | sed "s/^/boot=$boot phase=$phase /" >> "$RESULTS"
+    echo "boot=$boot phase=$phase hostload-end $(cut -d' ' -f1-3 /proc/loadavg | sed 's/^/load1=/; s/ / load5=/; s/ / load15=/')" >> "$RESULTS"
+    [[ $rc -eq 0 ]] || echo "vm-bench: boot $boot: $phase failed (exit $rc)"
+    return $rc
+}
+
+boot() {
+    local b=$1 dir="$WORK/boot$1"
+    mkdir -p "$dir"
+    cp "$WORK/initrd.cpio" "$dir/initrd.cpio"
+    for disk in disk sd; do
+        truncate -s 256M "$dir/$disk.img"
+        mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$dir/$disk.img" || die "mkfs.ext4 failed"
+    done
+    VM_QEMU_ARGS=(-drive "file=$dir/disk.img,if=virtio,format=raw,cache=none,aio=threads"
+                  -drive "file=$dir/sd.img,if=virtio,format=raw,cache=none,aio=threads,throttling.iops-write=$SD_IOPS")
+    vm_up "$dir" || { echo "vm-bench: boot $b: the VM did not come up"; return 1; }
+    run "$b" disks "sbs_disks" &&
+    run "$b" start "sbs_start c && sbs_start pw /tmp/outbox-pw" &&
+    run "$b" tmpfs "sbs_lat $EDGES $GAP" &&
+    run "$b" idle "probe idle $IDLE c,\$(cat /tmp/c.pid) pw,\$(cat /tmp/pw.pid)" &&
+    run "$b" strace "sbs_strace $((EDGES / 2)) $GAP" || { vm_down; return 1; }
+    yes > /dev/null & LOAD_PIDS+=($!)
+    yes > /dev/null & LOAD_PIDS+=($!)
+    sleep 2
+    run "$b" loaded "sbs_lat $EDGES $GAP"
+    stop_load
+    run "$b" disk "sbs_durable vda /mnt/disk $EDGES $GAP" &&
+    run "$b" sd "sbs_durable vdb /mnt/sd $EDGES $GAP" &&
+    run "$b" spawn "sbs_spawn $SPAWNS"
+    vm_down
+    rm -f "$dir/disk.img" "$dir/sd.img" "$dir/initrd.cpio"
+}
+
+echo "vm-bench: $BOOTS boot(s), $EDGES edges per agent and run; raw figures in $RESULTS"
+echo "vm-bench: parkwise-agent $AGENT ($(git -C "$REPO" rev-parse --short HEAD 2>/dev/null))"
+for b in $(seq 1 "$BOOTS"); do boot "$b"; done
+python3 "$HERE/bench/summary.py" "$RESULTS"
+echo "vm-bench: raw figures kept in $RESULTS"

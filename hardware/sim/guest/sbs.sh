@@ -1,0 +1,94 @@
+# Guest side of the side-by-side benchmark (hardware/sim/bench.sh), sourced after lib.sh by each host command.
+# The C agent (/usr/local/bin/c-agent) reads the Pi 5 chip's GPIO9, parkwise-agent (configs/bench1.yaml) its GPIO8;
+# /usr/local/bin/probe drives the lines and subscribes (see hardware/sim/bench/probe.c). Figures only.
+PULLS="/sys/devices/platform/$(device pi5)/$(chip pi5)"
+C_TOPIC=parkwise/v1/vm/c-agent
+PW_TOPIC=parkwise/v1/vm/bench1
+
+# sbs_disks: the virtio block stack and ext4 (modules in the Debian kernel), the two disks mounted at /mnt/disk
+# (writes and flushes reach the host file) and /mnt/sd (the same, throttled like an SD card).
+sbs_disks() {
+    for m in virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci virtio_blk crc16 mbcache jbd2 \
+             crc32c_generic ext4; do
+        insmod /lib/modules/bench/$m.ko || { echo "insmod $m failed"; return 1; }
+    done
+    n=0; until [ -b /dev/vdb ]; do n=$((n + 1)); [ $n -gt 100 ] && { echo "no /dev/vdb"; ls /dev; return 1; }; usleep 50000; done
+    mkdir -p /mnt/disk /mnt/sd
+    mount -t ext4 /dev/vda /mnt/disk && mount -t ext4 /dev/vdb /mnt/sd || return 1
+    echo "disks: vda $(cat /sys/block/vda/size) sectors at /mnt/disk, vdb at /mnt/sd; write cache: $(cat /sys/block/vda/queue/write_cache)"
+}
+
+# sbs_start c|pw [OUTBOX]: starts one agent through the probe (which times spawn -> first publish), waits for its line.
+sbs_start() {
+    if [ "$1" = c ]; then
+        probe spawn "$C_TOPIC/#" /tmp/c.log -- /usr/local/bin/c-agent "$(chip pi5)" 9 127.0.0.1 1883 "$C_TOPIC" > /tmp/spawn.out
+        line=9
+    else
+        rm -rf "$2"
+        probe spawn "$PW_TOPIC/#" /tmp/pw.log -- /usr/local/bin/parkwise-agent run --config /sim/configs/bench1.yaml \
+            --broker mqtt://127.0.0.1:1883 --outbox "$2" > /tmp/spawn.out
+        line=8
+    fi
+    rc=$?
+    echo "$1 $(cat /tmp/spawn.out)"
+    sed -n 's/.*pid=\([0-9]*\).*/\1/p' /tmp/spawn.out > "/tmp/$1.pid"
+    [ $rc = 0 ] && wait_used pi5 $line
+}
+
+# sbs_lat N GAP_MS [c|pw|both]: N edges per agent, alternating, each timed to its message at the probe.
+sbs_lat() {
+    t_c="c,$(cat /tmp/c.pid),$PULLS/sim_gpio9/pull,$C_TOPIC/events,\"seq\""
+    t_pw="pw,$(cat /tmp/pw.pid),$PULLS/sim_gpio8/pull,$PW_TOPIC/events,\"spot."
+    case "${3:-both}" in
+        c) probe lat "$1" "$2" "$t_c" ;;
+        pw) probe lat "$1" "$2" "$t_pw" ;;
+        *) probe lat "$1" "$2" "$t_c" "$t_pw" ;;
+    esac
+}
+
+# sbs_strace N GAP_MS: system calls per edge of each agent (strace -c -f attached to every thread) over N edges.
+sbs_strace() {
+    for a in c pw; do
+        strace -c -S calls -f -p "$(cat /tmp/$a.pid)" -o /tmp/strace.$a 2>/tmp/strace.$a.err &
+        spid=$!
+        sleep 2
+        t0=$(cut -d' ' -f1 /proc/uptime)
+        sbs_lat "$1" "$2" $a | sed 's/^lat /strace-lat /'
+        t1=$(cut -d' ' -f1 /proc/uptime)
+        kill -INT $spid; wait $spid
+        total=$(awk '$NF == "total" { print ($4 ~ /^[0-9]+$/) ? $4 : $3 }' /tmp/strace.$a)
+        echo "syscalls $a edges=$1 calls=$total window_s=$(awk "BEGIN { print $t1 - $t0 + 2 }") per_edge=$(awk "BEGIN { printf \"%.1f\", $total / $1 }")"
+        awk -v a=$a '/^[ ]*[0-9.]+ / && $NF != "total" { print "syscall-top " a " " $NF " calls=" (($4 ~ /^[0-9]+$/) ? $4 : $3) }' /tmp/strace.$a | head -n 12
+    done
+}
+
+# sbs_disk_stat DEV: write requests, sectors written, flushes (fields 5, 7 and 16 of /sys/block/DEV/stat).
+sbs_disk_stat() { awk '{ print $5, $7, $16 }' "/sys/block/$1/stat"; }
+
+# sbs_durable DEV MOUNT N GAP_MS: parkwise-agent restarted with its outbox on MOUNT; N edges per agent; what reached DEV.
+sbs_durable() {
+    stop pw > /dev/null
+    sbs_start pw "$2/outbox" > /dev/null || { cat /tmp/pw.log; return 1; }
+    sync; sleep 6
+    set -- "$@" $(sbs_disk_stat "$1")
+    sbs_lat "$3" "$4" | sed "s/^lat /lat-$1 /"
+    sleep 6   # ext4's 5 s journal commit: what the events left for later counts too
+    set -- "$@" $(sbs_disk_stat "$1")
+    awk -v d="$1" -v n="$3" -v w0="$5" -v s0="$6" -v f0="$7" -v w1="$8" -v s1="$9" -v f1="${10}" 'BEGIN {
+        printf "disk %s events=%d writes=%d bytes=%d flushes=%d writes_per_event=%.2f bytes_per_event=%.0f flushes_per_event=%.2f\n",
+               d, n, w1 - w0, (s1 - s0) * 512, f1 - f0, (w1 - w0) / n, (s1 - s0) * 512 / n, (f1 - f0) / n }'
+    stop pw > /dev/null
+    sbs_start pw /tmp/outbox-pw > /dev/null
+}
+
+# sbs_spawn ROUNDS: each agent started ROUNDS times (alternating), spawn -> first publish; the agents stay running after.
+sbs_spawn() {
+    r=0
+    while [ $r -lt "$1" ]; do
+        for a in c pw; do
+            stop $a > /dev/null
+            sbs_start $a /tmp/outbox-pw || return 1
+        done
+        r=$((r + 1))
+    done
+}
