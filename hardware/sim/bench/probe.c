@@ -4,8 +4,8 @@
  *                                      edge (the write to gpio-sim's pull attribute) to its MQTT message arriving
  *                                      here; after each message a pause of GAP_MS plus a random 0..GAP_MS (so the
  *                                      edges do not fall in step with any periodic timer). Also the target
- *                                      process's CPU (all threads: schedstat ns, utime+stime ticks) and context
- *                                      switches over the run, per edge.
+ *                                      process's CPU (schedstat ns and switches of the threads alive at the end;
+ *                                      utime+stime ticks of the whole process) over the run, per edge.
  *        TARGET = NAME,PID,PULL_PATH,TOPIC,MATCH   (MATCH: a substring the edge's message payload contains)
  *   probe spawn FILTER LOG -- PROGRAM ARGS...   subscribe to FILTER, start PROGRAM (output to LOG), and time the
  *                                      start to its first message; leaves it running and prints its pid.
@@ -41,7 +41,9 @@ static void sleep_ns(long long ns) {
 
 /* --- process figures: every thread of a pid ------------------------------------------------------------------- */
 struct thread_fig { int tid; char comm[32]; long long run_ns, ticks, vcsw, nvcsw; };
-struct proc_fig { int n; struct thread_fig t[MAX_THREADS]; long long run_ns, ticks, vcsw, nvcsw, rss_kb, hwm_kb; };
+struct proc_fig { int n; struct thread_fig t[MAX_THREADS]; long long proc_ticks, rss_kb, hwm_kb; };
+/* what the threads alive at the end did since a (a thread born since counts from 0; one that ended is not seen) */
+struct usage { long long run_ns, ticks, vcsw, nvcsw; };
 
 static int read_file(const char *path, char *buf, size_t size) {
     int fd = open(path, O_RDONLY);
@@ -56,6 +58,14 @@ static long long field_kb(const char *status, const char *key) {
     const char *p = strstr(status, key);
     return p ? atoll(p + strlen(key)) : -1;
 }
+/* utime + stime of a stat line: fields 14 and 15, counted after the ")" that ends the command name */
+static long long stat_ticks(const char *stat) {
+    const char *p = strrchr(stat, ')');
+    for (int field = 2; field < 14 && p; field++) p = strchr(p + 1, ' ');
+    long long ut = 0, st = 0;
+    if (p) sscanf(p + 1, "%lld %lld", &ut, &st);
+    return ut + st;
+}
 static void proc_figures(int pid, struct proc_fig *f) {
     char path[128], buf[4096];
     memset(f, 0, sizeof *f);
@@ -64,6 +74,8 @@ static void proc_figures(int pid, struct proc_fig *f) {
         f->rss_kb = field_kb(buf, "VmRSS:");
         f->hwm_kb = field_kb(buf, "VmHWM:");
     }
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);   /* the process's utime+stime: ended threads included */
+    if (read_file(path, buf, sizeof buf) > 0) f->proc_ticks = stat_ticks(buf);
     snprintf(path, sizeof path, "/proc/%d/task", pid);
     DIR *dir = opendir(path);
     if (!dir) return;
@@ -81,18 +93,14 @@ static void proc_figures(int pid, struct proc_fig *f) {
                 size_t len = (size_t)(close_paren - open_paren - 1);
                 if (len >= sizeof t->comm) len = sizeof t->comm - 1;
                 memcpy(t->comm, open_paren + 1, len);
-                /* after ") ": state(3) ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime(14) stime */
-                char *p = close_paren + 2;
-                for (int field = 3; field < 14 && p; field++) p = strchr(p, ' ') ? strchr(p, ' ') + 1 : NULL;
-                if (p) { long long ut = 0, st = 0; sscanf(p, "%lld %lld", &ut, &st); t->ticks = ut + st; }
             }
+            t->ticks = stat_ticks(buf);
         }
         snprintf(path, sizeof path, "/proc/%d/task/%d/status", pid, t->tid);
         if (read_file(path, buf, sizeof buf) > 0) {
             t->vcsw = field_kb(buf, "\nvoluntary_ctxt_switches:");
             t->nvcsw = field_kb(buf, "nonvoluntary_ctxt_switches:");
         }
-        f->run_ns += t->run_ns; f->ticks += t->ticks; f->vcsw += t->vcsw; f->nvcsw += t->nvcsw;
         f->n++;
     }
     closedir(dir);
@@ -100,6 +108,17 @@ static void proc_figures(int pid, struct proc_fig *f) {
 static const struct thread_fig *find_thread(const struct proc_fig *f, int tid) {
     for (int i = 0; i < f->n; i++) if (f->t[i].tid == tid) return &f->t[i];
     return NULL;
+}
+static struct usage since(const struct proc_fig *a, const struct proc_fig *b) {
+    struct usage u = {0};
+    for (int i = 0; i < b->n; i++) {
+        const struct thread_fig *t = &b->t[i], *t0 = find_thread(a, t->tid);
+        u.run_ns += t->run_ns - (t0 ? t0->run_ns : 0);
+        u.ticks += t->ticks - (t0 ? t0->ticks : 0);
+        u.vcsw += t->vcsw - (t0 ? t0->vcsw : 0);
+        u.nvcsw += t->nvcsw - (t0 ? t0->nvcsw : 0);
+    }
+    return u;
 }
 
 /* --- the subscriber ------------------------------------------------------------------------------------------------- */
@@ -228,13 +247,13 @@ static int cmd_lat(int argc, char **argv) {
         double sum = 0;
         for (int i = 0; i < got[k]; i++) sum += lat[k][i] / 1e6;
         int edges = n;
+        struct usage u = since(&before[k], &after[k]);
         printf("lat %s edges=%d got=%d lost=%d p50_ms=%.3f p99_ms=%.3f max_ms=%.3f mean_ms=%.3f "
                "cpu_ms_per_edge=%.4f ticks_per_edge=%.4f vcsw_per_edge=%.2f nvcsw_per_edge=%.2f rss_kb=%lld hwm_kb=%lld threads=%d\n",
                targets[k].name, edges, got[k], lost[k], pct(lat[k], got[k], 0.50), pct(lat[k], got[k], 0.99),
-               pct(lat[k], got[k], 1.0), got[k] ? sum / got[k] : -1,
-               (after[k].run_ns - before[k].run_ns) / 1e6 / edges, (double)(after[k].ticks - before[k].ticks) / edges,
-               (double)(after[k].vcsw - before[k].vcsw) / edges, (double)(after[k].nvcsw - before[k].nvcsw) / edges,
-               after[k].rss_kb, after[k].hwm_kb, after[k].n);
+               pct(lat[k], got[k], 1.0), got[k] ? sum / got[k] : -1, u.run_ns / 1e6 / edges,
+               (double)(after[k].proc_ticks - before[k].proc_ticks) / edges, (double)u.vcsw / edges,
+               (double)u.nvcsw / edges, after[k].rss_kb, after[k].hwm_kb, after[k].n);
     }
     mosquitto_disconnect(m);
     mosquitto_loop_stop(m, false);
@@ -298,9 +317,9 @@ static int cmd_idle(int argc, char **argv) {
         char what[64];
         snprintf(what, sizeof what, "idle-thread %s", name[k]);
         print_threads(what, &a[k], &b[k], took);
-        printf("idle %s seconds=%.1f vcsw=%lld per_s=%.3f nvcsw=%lld cpu_ms=%.3f threads=%d\n", name[k], took,
-               b[k].vcsw - a[k].vcsw, (b[k].vcsw - a[k].vcsw) / took, b[k].nvcsw - a[k].nvcsw,
-               (b[k].run_ns - a[k].run_ns) / 1e6, b[k].n);
+        struct usage u = since(&a[k], &b[k]);
+        printf("idle %s seconds=%.1f vcsw=%lld per_s=%.3f nvcsw=%lld cpu_ms=%.3f ticks=%lld threads=%d\n", name[k], took,
+               u.vcsw, u.vcsw / took, u.nvcsw, u.run_ns / 1e6, b[k].proc_ticks - a[k].proc_ticks, b[k].n);
     }
     return 0;
 }
@@ -316,7 +335,7 @@ int main(int argc, char **argv) {
         static struct proc_fig f;
         proc_figures(atoi(argv[2]), &f);
         print_threads("thread", NULL, &f, 0);
-        printf("rss_kb=%lld hwm_kb=%lld\n", f.rss_kb, f.hwm_kb);
+        printf("rss_kb=%lld hwm_kb=%lld ticks=%lld\n", f.rss_kb, f.hwm_kb, f.proc_ticks);
         rc = 0;
     }
     if (rc == 64) fprintf(stderr, "usage: probe lat N GAP_MS NAME,PID,PULL,TOPIC,MATCH... | spawn FILTER LOG -- PROGRAM ARGS... | idle SECONDS NAME,PID... | threads PID\n");

@@ -65,6 +65,10 @@ def main(path):
         [pick(rows, b, "tmpfs", "lat", "c", "ticks_per_edge") for b in boots], "ticks (10 ms)", "{:.3f}")
     add("system calls per edge (strace -c -f)", [pick(rows, b, "strace", "syscalls", "pw", "per_edge") for b in boots],
         [pick(rows, b, "strace", "syscalls", "c", "per_edge") for b in boots], "calls", "{:.1f}")
+    add("system calls per edge, less the idle rate", [pick(rows, b, "strace", "syscalls", "pw", "per_edge_less_idle") for b in boots],
+        [pick(rows, b, "strace", "syscalls", "c", "per_edge_less_idle") for b in boots], "calls", "{:.1f}")
+    add("system calls per second idle (strace, 10 s)", [pick(rows, b, "strace", "syscalls", "pw", "idle_per_s") for b in boots],
+        [pick(rows, b, "strace", "syscalls", "c", "idle_per_s") for b in boots], "calls/s", "{:.1f}")
     add("idle wake-ups (voluntary switches, all threads)", [pick(rows, b, "idle", "idle", "pw", "per_s") for b in boots],
         [pick(rows, b, "idle", "idle", "c", "per_s") for b in boots], "per s", "{:.3f}")
 

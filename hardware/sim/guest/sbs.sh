@@ -46,21 +46,34 @@ sbs_lat() {
     esac
 }
 
-# sbs_strace N GAP_MS: system calls per edge of each agent (strace -c -f attached to every thread) over N edges.
+# sbs_strace N GAP_MS: system calls per edge of each agent (strace -c -f attached to every thread) over N edges;
+# also over 10 s without edges, so per_edge_less_idle takes out what the agent does anyway in the same time.
 sbs_strace() {
     for a in c pw; do
-        strace -c -S calls -f -p "$(cat /tmp/$a.pid)" -o /tmp/strace.$a 2>/tmp/strace.$a.err &
-        spid=$!
-        sleep 2
-        t0=$(cut -d' ' -f1 /proc/uptime)
-        sbs_lat "$1" "$2" $a | sed 's/^lat /strace-lat /'
-        t1=$(cut -d' ' -f1 /proc/uptime)
-        kill -INT $spid; wait $spid
-        total=$(awk '$NF == "total" { print ($4 ~ /^[0-9]+$/) ? $4 : $3 }' /tmp/strace.$a)
-        echo "syscalls $a edges=$1 calls=$total window_s=$(awk "BEGIN { print $t1 - $t0 + 2 }") per_edge=$(awk "BEGIN { printf \"%.1f\", $total / $1 }")"
+        strace_window $a /tmp/strace-idle.$a sleep 10
+        idle_calls=$(strace_total /tmp/strace-idle.$a); idle_s=$window
+        strace_window $a /tmp/strace.$a sbs_lat "$1" "$2" $a > /tmp/strace-lat.$a
+        sed 's/^lat /strace-lat /' /tmp/strace-lat.$a
+        total=$(strace_total /tmp/strace.$a)
+        awk -v a=$a -v n="$1" -v t="$total" -v w="$window" -v i="$idle_calls" -v is="$idle_s" 'BEGIN {
+            printf "syscalls %s edges=%d calls=%d window_s=%.1f per_edge=%.1f idle_calls=%d idle_s=%.1f idle_per_s=%.2f per_edge_less_idle=%.1f\n",
+                   a, n, t, w, t / n, i, is, i / is, (t - i / is * w) / n }'
         awk -v a=$a '/^[ ]*[0-9.]+ / && $NF != "total" { print "syscall-top " a " " $NF " calls=" (($4 ~ /^[0-9]+$/) ? $4 : $3) }' /tmp/strace.$a | head -n 12
     done
 }
+# strace_window AGENT FILE COMMAND...: strace -c of every thread of AGENT while COMMAND runs; seconds in $window.
+strace_window() {
+    a=$1 file=$2; shift 2
+    strace -c -S calls -f -p "$(cat /tmp/$a.pid)" -o "$file" 2>"$file.err" &
+    spid=$!
+    n=0; until grep -q "attached" "$file.err" 2>/dev/null || [ $n -gt 100 ]; do n=$((n + 1)); usleep 20000; done
+    t0=$(cut -d' ' -f1 /proc/uptime)
+    "$@"
+    t1=$(cut -d' ' -f1 /proc/uptime)
+    kill -INT $spid; wait $spid
+    window=$(awk "BEGIN { print $t1 - $t0 }")
+}
+strace_total() { awk '$NF == "total" { print ($4 ~ /^[0-9]+$/) ? $4 : $3 }' "$1"; }
 
 # sbs_disk_stat DEV: write requests, sectors written, flushes (fields 5, 7 and 16 of /sys/block/DEV/stat).
 sbs_disk_stat() { awk '{ print $5, $7, $16 }' "/sys/block/$1/stat"; }
