@@ -14,7 +14,7 @@ import Testing
         let config = dir.appendingPathComponent("agent.yaml").path
         var yaml = "site: testsite\ndevice: burst\nboard: simulated\nlevels:\n  - { id: L1, capacity: 4 }\nspots:\n"
         for i in 0..<4 {
-            yaml += "  - { id: S\(i), input: GPIO\(i + 2), delayed_on: 0, delayed_off: 0, chatter_limit: 10000 }\n"
+            yaml += "  - { id: L1-S\(i), input: GPIO\(i + 2), delayed_on: 0, delayed_off: 0, chatter_limit: 10000 }\n"
         }
         try yaml.write(toFile: config, atomically: true, encoding: .utf8)
         // 1,200 changes per input, all at the same instant; inputs 0 and 2 end active, 1 and 3 inactive.
@@ -35,7 +35,7 @@ import Testing
         try subscriber.listen()
         let agent = try Child(agentBinary, ["run", "--config", config, "--replay", tracePath, "--speed", "10000",
                                             "--line-queue", "8", "--broker", broker.url, "--outbox", dir.path + "/outbox"])
-        let expected = ["S0": "occupied", "S1": "free", "S2": "occupied", "S3": "free"]
+        let expected = ["L1-S0": "occupied", "L1-S1": "free", "L1-S2": "occupied", "L1-S3": "free"]
         func states() -> [String: String] {
             let retained = (try? retainedMessages(broker, prefix + "/state/spot/#")) ?? []
             return Dictionary(retained.map { (String($0.topic.split(separator: "/").last!), $0.json["state"] as? String ?? "?") },

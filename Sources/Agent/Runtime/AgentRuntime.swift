@@ -257,7 +257,8 @@ actor AgentRuntime {
     private func flush() {
         checkClock()
         stamper.state.settle(oldestPending: session.oldestPendingSeq)
-        let entries = events.map { stamper.stamp($0, synced: clockSynced) } + deviceEvents
+        // In seq order (device events were stamped when they happened, before this batch's garage events).
+        let entries = (events.map { stamper.stamp($0, synced: clockSynced) } + deviceEvents).sorted { $0.event.seq < $1.event.seq }
         events.removeAll(keepingCapacity: true)
         deviceEvents.removeAll()
         stamper.state.setLaneCounts(garage.laneCounts)
