@@ -1,5 +1,6 @@
 import Glibc
 import ParkWiseCore
+import ParkWiseLog
 
 /// The one dedicated thread (a pthread, outside the Swift concurrency pool) that waits for line events.
 /// It sleeps in poll() on the line event fds and the wakeup fd, waking every few seconds only to notice a removed
@@ -84,6 +85,7 @@ private final class EventLoop {
     static let recheckMilliseconds: Int32 = 5000
 
     func run() {
+        nameThread("pw-gpio")
         let input = Int16(POLLIN)
         // Slot 0 is the wakeup; slot i + 1 is input i.
         var slots = [pollfd(fd: wakeup.readFD, events: input, revents: 0)]

@@ -4,6 +4,10 @@ import ParkWiseLog
 /// The device's MQTT session: on every connection, birth (status online), then every retained
 /// state, then the outbox in `seq` order, and only then new events. Owned by the agent's event
 /// loop (one thread at a time); the link does the network I/O.
+///
+/// Bounded: at most `window` events are handed to the link unacknowledged (the rest wait in the outbox, which
+/// is bounded, and follow as PUBACKs come), and at most one publish per retained topic (a newer state waits
+/// for the PUBACK of the one before, and only the latest is sent): a slow broker never grows libmosquitto's queue.
 public final class UplinkSession {
     enum Sent { case event(UInt64), announcement(UInt64), state(String), status }
 
@@ -17,12 +21,24 @@ public final class UplinkSession {
     private var connection: UInt64?
     private var inFlight: [Int32: Sent] = [:]
     private var offlineStatusAcked = false
+    private let window: Int
+    /// Events in `inFlight`.
+    private var eventsInFlight = 0
+    /// The highest seq handed to the link on this connection (events go out in seq order).
+    private var sentUpTo: UInt64 = 0
+    /// Events pending when this connection came up are sent marked `replayed`.
+    private var replayUpTo: UInt64 = 0
+    private var announcementSent = false
+    /// Retained topics with a publish awaiting its PUBACK, and those with a newer state waiting for it.
+    private var statesInFlight: Set<String> = []
+    private var statesWaiting: Set<String> = []
 
-    public init(link: MQTTLink, topics: Topics, outbox: any Outbox, birth: StatusPayload) {
+    public init(link: MQTTLink, topics: Topics, outbox: any Outbox, birth: StatusPayload, window: Int = 100) {
         self.link = link
         self.topics = topics
         self.outbox = outbox
         self.birth = birth
+        self.window = max(1, window)
     }
 
     public var isConnected: Bool { connection != nil }
@@ -41,10 +57,30 @@ public final class UplinkSession {
             Log.warn("outbox full, events dropped", ["count": lost.count, "seqs": lost.map { "\($0.event.seq)" }
                 .joined(separator: ",")])
         }
-        guard connection != nil else { return lost }
-        let lostSeqs = Set(lost.map(\.event.seq))
-        for entry in batch where !lostSeqs.contains(entry.event.seq) { send(entry.event, as: .event(entry.event.seq)) }
+        pump()
         return lost
+    }
+
+    /// Hands the link the outbox's next events in seq order (the announcement in its place), while fewer than
+    /// `window` are unacknowledged.
+    private func pump() {
+        guard connection != nil else { return }
+        for entry in outbox.pending where entry.event.seq > sentUpTo {
+            if let announcement, !announcementSent, announcement.event.seq < entry.event.seq { sendAnnouncement(announcement) }
+            guard eventsInFlight < window else { return }
+            var event = entry.event
+            if event.seq <= replayUpTo { event.replayed = true }
+            sentUpTo = event.seq
+            if send(event, as: .event(event.seq)) { eventsInFlight += 1 }
+        }
+        if let announcement, !announcementSent { sendAnnouncement(announcement) }
+    }
+
+    private func sendAnnouncement(_ entry: OutboxEntry) {
+        var event = entry.event
+        if event.seq <= replayUpTo { event.replayed = true }
+        announcementSent = true
+        send(event, as: .announcement(event.seq))
     }
 
     /// An event declaring dropped events. It stays out of the outbox (a full outbox must not drop
@@ -52,7 +88,8 @@ public final class UplinkSession {
     /// says the broker has it, and it is sent again, same id and seq, on every connection until then.
     public func announce(_ entry: OutboxEntry) {
         announcement = entry
-        if connection != nil { send(entry.event, as: .announcement(entry.event.seq)) }
+        announcementSent = false
+        pump()
     }
 
     private var announcement: OutboxEntry?
@@ -89,40 +126,49 @@ public final class UplinkSession {
     public func setRetained(topic: String, payload: [UInt8]) {
         if retained.updateValue(payload, forKey: topic) == nil { retainedOrder.append(topic) }
         guard connection != nil else { return }
-        publish(topic: topic, payload: payload, retain: true, as: .state(topic))
+        publishState(topic)
+    }
+
+    /// The topic's latest state now, or once the PUBACK of its previous publish came.
+    private func publishState(_ topic: String) {
+        guard !statesInFlight.contains(topic) else {
+            statesWaiting.insert(topic)
+            return
+        }
+        if publish(topic: topic, payload: retained[topic]!, retain: true, as: .state(topic)) { statesInFlight.insert(topic) }
     }
 
     public func handle(_ event: UplinkEvent) {
         switch event {
         case .connected(_, let number):
             connection = number
-            inFlight.removeAll()
+            forgetInFlight()
             rebirth()
             let backlog = outbox.pending
             if !backlog.isEmpty { Log.info("outbox replay", ["events": backlog.count, "first_seq": backlog[0].event.seq]) }
             // The announcement of dropped events takes its place in seq order.
-            for entry in (backlog + [announcement].compactMap { $0 }).sorted(by: { $0.event.seq < $1.event.seq }) {
-                var event = entry.event
-                event.replayed = true
-                send(event, as: entry == announcement ? .announcement(event.seq) : .event(event.seq))
-            }
+            replayUpTo = max(backlog.last?.event.seq ?? 0, announcement?.event.seq ?? 0)
+            pump()
         case .disconnected(let number, _):
             if connection == number {
                 connection = nil
-                inFlight.removeAll()
+                forgetInFlight()
             }
         case .acknowledged(let mid, let number):
             guard connection == number, let sent = inFlight.removeValue(forKey: mid) else { return }
             switch sent {
             case .event(let seq):
+                eventsInFlight -= 1
                 note(outbox.remove(seq: seq))
+                pump()
             case .announcement(let seq):
                 if announcement?.event.seq == seq { announcement = nil }
                 acknowledgedAnnouncement = seq
             case .status:
                 offlineStatusAcked = true
-            case .state:
-                break
+            case .state(let topic):
+                guard statesInFlight.remove(topic) != nil else { break }
+                if statesWaiting.remove(topic) != nil { publishState(topic) }
             }
         case .message:
             break
@@ -132,9 +178,18 @@ public final class UplinkSession {
     /// Status online, then every retained state: what a backend needs to rebuild the truth.
     public func rebirth() {
         publish(topic: topics.status, payload: WireJSON.encode(birth), retain: true, as: .state(topics.status))
-        for topic in retainedOrder {
-            publish(topic: topic, payload: retained[topic]!, retain: true, as: .state(topic))
-        }
+        for topic in retainedOrder { publishState(topic) }
+    }
+
+    /// A new connection (or none): nothing sent on the old one counts.
+    private func forgetInFlight() {
+        inFlight.removeAll()
+        eventsInFlight = 0
+        sentUpTo = 0
+        replayUpTo = 0
+        announcementSent = false
+        statesInFlight.removeAll()
+        statesWaiting.removeAll()
     }
 
     /// Publishes `offline` (retained) before a clean stop. True once the broker acknowledged it.
@@ -150,21 +205,24 @@ public final class UplinkSession {
     }
 
     public var offlineAcknowledged: Bool { offlineStatusAcked }
-    /// Nothing sent is waiting for its PUBACK.
-    public var settled: Bool { inFlight.isEmpty }
+    /// Nothing sent is waiting for its PUBACK, and nothing in the outbox waits to be sent.
+    public var settled: Bool { inFlight.isEmpty && (outbox.pending.last?.event.seq ?? 0) <= sentUpTo }
 
-    private func send(_ event: EventPayload, as sent: Sent) {
+    @discardableResult
+    private func send(_ event: EventPayload, as sent: Sent) -> Bool {
         publish(topic: topics.events, payload: WireJSON.encode(event), retain: false, as: sent)
     }
 
-    private func publish(topic: String, payload: [UInt8], retain: Bool, as sent: Sent) {
-        guard let connection else { return }
+    @discardableResult
+    private func publish(topic: String, payload: [UInt8], retain: Bool, as sent: Sent) -> Bool {
+        guard let connection else { return false }
         switch link.publish(topic: topic, payload: payload, retain: retain, on: connection) {
         case .sent(let mid, _):
             inFlight[mid] = sent
+            return true
         case .offline:
             // The connection went away under us; its disconnect event follows and the outbox replays.
-            break
+            return false
         }
     }
 }

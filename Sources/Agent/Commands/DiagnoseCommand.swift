@@ -53,7 +53,8 @@ enum DiagnoseCommand {
         }
 
         let (stream, continuation) = AsyncStream.makeStream(of: AgentInput.self)
-        let stopSource = source.start(clock: clock, into: continuation)
+        let queue = LineQueue(bound: 100_000) { continuation.yield(.lines) }
+        let stopSource = source.start(clock: clock, into: queue, continuation: continuation)
         let signals = SignalHandlers(stop: continuation)
         let ticker = Task {
             while !Task.isCancelled {
@@ -68,8 +69,10 @@ enum DiagnoseCommand {
         }
         loop: for await input in stream {
             switch input {
-            case .lines(let batch):
-                for change in batch {
+            case .lines:
+                let batch = queue.take()
+                if batch.shed > 0 { say("\(batch.shed) line changes shed: diagnose fell behind") }
+                for change in batch.changes {
                     changes[change.input] += 1
                     let line = recording.record(change)
                     say("\(seconds(line.offset))  \(padded(inputs[change.input].ref.description, 14)) "

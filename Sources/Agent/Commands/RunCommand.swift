@@ -21,6 +21,8 @@ enum RunCommand {
         ] + SourceChoice.options + [
             .init(name: "broker", value: "url", help: "Use this broker instead of the config's (e.g. mqtt://127.0.0.1:1883)."),
             .init(name: "outbox", value: "dir", help: "Keep the outbox and counters here instead of the config's outbox.path."),
+            .init(name: "line-queue", value: "n", help: "Line changes waiting for the event loop, at most (default 4096); "
+                  + "beyond that an overloaded agent sheds changes, keeps each input's last level and says so (input.shed)."),
             .init(name: "verbose", value: nil, help: "Log every event (debug level)."),
         ])
 
@@ -46,6 +48,14 @@ enum RunCommand {
             return ExitCode.config
         }
 
+        var lineQueue = 4096
+        if let text = args.option("line-queue") {
+            guard let n = Int(text), n >= 1, n <= 1_000_000 else {
+                printError(UsageError(command: spec, message: "--line-queue must be a whole number from 1 to 1000000").text)
+                return ExitCode.usage
+            }
+            lineQueue = n
+        }
         let opened = SourceChoice.open(args, config: config, command: spec)
         guard case .opened(let source, let clock) = opened else { return opened.exitCode }
 
@@ -62,7 +72,8 @@ enum RunCommand {
         do {
             runtime = try AgentRuntime(config: config, source: source, clock: clock, credentials: credentials,
                                        options: .init(configHash: ConfigFile.hash(path: path), mode: source.mode,
-                                                     service: ServiceNotifier(environment: ProcessInfo.processInfo.environment)))
+                                                     service: ServiceNotifier(environment: ProcessInfo.processInfo.environment),
+                                                     lineQueueBound: lineQueue))
         } catch {
             // Restarting cannot heal a count at its end: exit as for a config error, which systemd does not restart.
             printError("error: \(error)")

@@ -3,10 +3,11 @@ import Uplink
 
 /// Everything that reaches the agent's event loop, in the order it happened.
 enum AgentInput: Sendable {
-    case lines([LineChange])
+    /// Line changes wait in the line queue (told once until the loop takes them).
+    case lines
     /// A garage timer may be due.
     case tick
-    /// Every few seconds: has NTP set the clock?
+    /// Feed the systemd watchdog (when it watches) and see whether NTP has set the clock (while it has not).
     case housekeeping
     case uplink(UplinkEvent)
     /// The board can no longer read an input (nil: any of them), and why.

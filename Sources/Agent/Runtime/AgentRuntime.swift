@@ -21,6 +21,8 @@ actor AgentRuntime {
         var stopGrace: Duration = .seconds(3)
         /// systemd readiness and watchdog (does nothing outside a `Type=notify` unit).
         var service = ServiceNotifier(environment: [:])
+        /// Line changes waiting for the event loop, at most (beyond that they are shed, see `LineQueue`).
+        var lineQueueBound = 4096
     }
 
     private let config: AgentConfig
@@ -37,7 +39,12 @@ actor AgentRuntime {
     private var events: [GarageEvent] = []
     private var timer: (due: MonotonicInstant, task: Task<Void, Never>)?
     private var clockSynced = false
-    private var housekeeping: Task<Void, Never>?
+    /// When the clock's sync state was last read (it is read at most once a second, not once per event).
+    private var clockReadAt: MonotonicInstant?
+    /// Wakes the loop for the watchdog, and to read the clock while NTP has not set it.
+    private var watchdog: Task<Void, Never>?
+    private var clockWatch: Task<Void, Never>?
+    private let lineQueue: LineQueue
 
     init(config: AgentConfig, source: LineSource, clock: AgentClock, credentials: Credentials?,
          options: Options) throws(DeviceState.Exhausted) {
@@ -50,6 +57,7 @@ actor AgentRuntime {
                                kernelBoot: EventStamper.readKernelBoot())
         topics = Topics(site: config.site, device: config.device)
         (inputs, continuation) = AsyncStream.makeStream(of: AgentInput.self)
+        lineQueue = LineQueue(bound: options.lineQueueBound) { [continuation] in continuation.yield(.lines) }
         let offline = WireJSON.encode(StatusPayload(state: "offline", boot: stamper.state.boot))
         var settings = LinkSettings(
             brokers: config.mqtt.brokers.map { .init(host: $0.host, port: $0.port, tls: $0.tls) },
@@ -124,32 +132,42 @@ actor AgentRuntime {
         flush()
         publishChangedStates()
         link.start()
-        let stopSource = source.start(clock: clock, into: continuation)
+        let stopSource = source.start(clock: clock, into: lineQueue, continuation: continuation)
         Log.info("agent running", ["site": config.site, "device": config.device, "lanes": config.lanes.count,
                                    "spots": config.spots.count, "boot": stamper.state.boot])
         scheduleTimer()
         options.service.ready()
-        housekeeping = Task { [continuation, every = min(.seconds(5), options.service.watchdogInterval ?? .seconds(5))] in
-            while !Task.isCancelled {
-                try? await Task.sleep(for: every)
-                continuation.yield(.housekeeping)
+        if let every = options.service.watchdogInterval {
+            // Only as often as systemd asks (half its WatchdogSec); no wake-ups at all without a watchdog.
+            watchdog = Task { [continuation] in
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: every)
+                    continuation.yield(.housekeeping)
+                }
             }
         }
+        watchClock()
         for await input in inputs {
             if flags.stopRequested.load(ordering: .acquiring) {
                 stopSource()
                 return await stop(exitCode: ExitCode.success)
             }
             switch input {
-            case .lines(let changes):
-                for change in changes { garage.handle(change, into: &events) }
+            case .lines:
+                let batch = lineQueue.take()
+                for change in batch.changes { garage.handle(change, into: &events) }
+                if batch.shed > 0 { declareShed(batch) }
                 flush()
             case .tick:
                 timer = nil
                 garage.advance(to: clock.now(), into: &events)
                 flush()
             case .housekeeping:
-                checkClock()
+                checkClock(force: true)
+                if clockSynced {
+                    clockWatch?.cancel()
+                    clockWatch = nil
+                }
                 options.service.alive()   // the watchdog is fed by the event loop itself
             case .uplink(let event):
                 session.handle(event)
@@ -192,7 +210,8 @@ actor AgentRuntime {
         Log.info("stopping", ["outbox": session.outboxCount])
         options.service.stopping()
         timer?.task.cancel()
-        housekeeping?.cancel()
+        watchdog?.cancel()
+        clockWatch?.cancel()
         garage.advance(to: clock.now(), into: &events)
         flush()
         // flush() arms the garage's next timer; nothing is due any more once stopping.
@@ -211,7 +230,7 @@ actor AgentRuntime {
                     Log.warn("broker did not acknowledge everything before stopping", ["outbox": session.outboxCount])
                     break waiting
                 }
-                if case .lines(let changes) = input { unread += changes.count }
+                if case .lines = input { unread += lineQueue.take().changes.count }
                 switch input {
                 case .uplink(let event):
                     session.handle(event)
@@ -238,7 +257,8 @@ actor AgentRuntime {
     private func flush() {
         checkClock()
         stamper.state.settle(oldestPending: session.oldestPendingSeq)
-        let entries = events.map { stamper.stamp($0, synced: clockSynced) } + deviceEvents
+        // In seq order (device events were stamped when they happened, before this batch's garage events).
+        let entries = (events.map { stamper.stamp($0, synced: clockSynced) } + deviceEvents).sorted { $0.event.seq < $1.event.seq }
         events.removeAll(keepingCapacity: true)
         deviceEvents.removeAll()
         stamper.state.setLaneCounts(garage.laneCounts)
@@ -285,14 +305,44 @@ actor AgentRuntime {
         session.announce(entry)
     }
 
-    /// When NTP sets the clock, events still waiting get their true times.
-    private func checkClock() {
+    /// When NTP sets the clock, events still waiting get their true times. The kernel is asked at most once a
+    /// second (`force`: now), not once per event.
+    private func checkClock(force: Bool = false) {
+        let now = clock.now()
+        if !force, let last = clockReadAt, now - last < .seconds(1) * clock.speed { return }
+        clockReadAt = now
         let synced = stamper.clockSynchronized
         defer { clockSynced = synced }
         guard synced && !clockSynced else { return }
         let stamper = self.stamper
         session.correctClock(kernelBoot: stamper.kernelBoot) { ns in
             stamper.wallTime(MonotonicInstant(nanoseconds: ns))
+        }
+    }
+
+    /// While NTP has not set the clock, look now and then (1 s, doubling up to 64 s) even with nothing happening,
+    /// so waiting events get their true times soon after it does. Once set, nothing wakes the loop for it.
+    private func watchClock() {
+        guard !clockSynced, clockWatch == nil else { return }
+        clockWatch = Task { [continuation] in
+            var wait = Duration.seconds(1)
+            while !Task.isCancelled {
+                try? await Task.sleep(for: wait)
+                continuation.yield(.housekeeping)
+                wait = min(wait * 2, .seconds(64))
+            }
+        }
+    }
+
+    /// Line changes shed by an overloaded loop never reached the garage (each input still ends at its true level):
+    /// said in the log and to the backend, so a burst never changes the garage silently.
+    private func declareShed(_ batch: LineQueue.Batch) {
+        let names = batch.shedInputs.sorted().map { config.inputs[$0].ref.description }
+        Log.warn("line changes shed, the event loop fell behind", ["shed": batch.shed, "inputs": names.joined(separator: ",")])
+        deviceEvent("input.shed") {
+            $0.dropped = batch.shed
+            $0.reason = "the agent fell behind: \(batch.shed) line changes of \(names.joined(separator: ", ")) were "
+                + "shed, each input kept at its last level"
         }
     }
 
@@ -308,12 +358,14 @@ actor AgentRuntime {
         }
     }
 
+    /// Arms the garage's next deadline. A timer armed for an earlier instant is kept (its tick finds nothing due and
+    /// arms the next): deadlines that move later with every edge cost no timer re-arm per edge.
     private func scheduleTimer() {
         let due = garage.nextDeadline
-        guard due != timer?.due else { return }
+        guard let due else { return }
+        if let armed = timer?.due, armed <= due { return }
         timer?.task.cancel()
         timer = nil
-        guard let due else { return }
         let delay = clock.realDelay(until: due)
         let task = Task { [continuation] in
             try? await Task.sleep(for: delay)

@@ -26,18 +26,19 @@ enum LineSource {
         return Array(repeating: false, count: count)
     }
 
-    /// Starts delivering changes into the loop. Returns what stops it.
-    func start(clock: AgentClock, into continuation: AsyncStream<AgentInput>.Continuation) -> @Sendable () -> Void {
+    /// Starts delivering changes into the line queue (a lost input into the loop). Returns what stops it.
+    func start(clock: AgentClock, into queue: LineQueue,
+               continuation: AsyncStream<AgentInput>.Continuation) -> @Sendable () -> Void {
         switch self {
         case .board(let board):
-            board.start(deliver: { changes in continuation.yield(.lines(changes)) },
+            board.start(deliver: { changes in queue.push(changes) },
                         failed: { failure in continuation.yield(.inputLost(failure.input, failure.message)) })
             return { board.stop() }
         case .simulator(let simulator):
             let task = Task {
                 var simulator = simulator
                 while !Task.isCancelled, let change = simulator.next() {
-                    await LineSource.feed(change, clock: clock, into: continuation)
+                    await LineSource.feed(change, clock: clock, into: queue)
                 }
                 if !Task.isCancelled {
                     Log.warn("traffic simulator stalled: no vehicle can arrive or leave, no more line changes", [:])
@@ -47,7 +48,7 @@ enum LineSource {
         case .trace(let changes):
             let task = Task {
                 for change in changes where !Task.isCancelled {
-                    await LineSource.feed(change, clock: clock, into: continuation)
+                    await LineSource.feed(change, clock: clock, into: queue)
                 }
                 if !Task.isCancelled { continuation.yield(.sourceFinished) }
             }
@@ -56,11 +57,10 @@ enum LineSource {
     }
 
     /// Waits until the clock reaches the change, then hands it over.
-    private static func feed(_ change: TimedChange, clock: AgentClock,
-                             into continuation: AsyncStream<AgentInput>.Continuation) async {
+    private static func feed(_ change: TimedChange, clock: AgentClock, into queue: LineQueue) async {
         let line = change.lineChange(startingAt: clock.origin)
         let delay = clock.realDelay(until: line.at)
         if delay > .zero { try? await Task.sleep(for: delay) }
-        continuation.yield(.lines([line]))
+        queue.push([line])
     }
 }

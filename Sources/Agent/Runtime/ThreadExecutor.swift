@@ -1,4 +1,5 @@
 import Glibc
+import ParkWiseLog
 
 /// A serial executor that runs its jobs on one dedicated POSIX thread. The agent's event loop runs
 /// on it because it blocks on purpose: every outbox append and state save waits for fsync, which
@@ -36,6 +37,7 @@ final class ThreadExecutor: SerialExecutor, @unchecked Sendable {
     }
 
     private func run() {
+        nameThread("pw-loop")
         while true {
             pthread_mutex_lock(mutex)
             while jobs.isEmpty { pthread_cond_wait(ready, mutex) }

@@ -183,7 +183,7 @@ final class Applier {
             try db.query(SQL.insertGap, [key.site, key.device, String(first), String(last), "true", event.dropped.map(String.init)])
             try db.query(SQL.telemetry, ["device." + event.type, json, key.site, key.device])
             outcome.rebirth.insert(key)
-        case "level.drift", "outbox.fault", "outbox.recovered":
+        case "level.drift", "outbox.fault", "outbox.recovered", "input.shed":
             try db.query(SQL.telemetry, ["device." + event.type, json, key.site, key.device])
         default:
             break   // lane passages and types a later contract adds: kept in sensor_events only

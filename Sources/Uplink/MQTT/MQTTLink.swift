@@ -1,4 +1,7 @@
 import CMosquitto
+#if canImport(Glibc)
+import Glibc
+#endif
 import ParkWiseLog
 import Synchronization
 
@@ -17,6 +20,10 @@ public final class MQTTLink: Sendable {
     private let current = Mutex<MosquittoConnection?>(nil)
     private let stopping = Atomic<Bool>(false)
     private let thread = Mutex<DedicatedThread?>(nil)
+    /// Wakes the link's thread for a write or a stop (nil: out of descriptors; the thread then polls every 100 ms).
+    private let wakeup = LinkWakeup()
+    /// When this process last wrote to the broker (monotonic ms): the keepalive is due a keepalive after it.
+    private let lastWrite = Atomic<Int64>(0)
 
     public init(settings: LinkSettings, emit: @escaping @Sendable (UplinkEvent) -> Void) {
         self.settings = settings
@@ -32,13 +39,18 @@ public final class MQTTLink: Sendable {
 
     /// Publishes with QoS 1 on the live connection, if it is still the one numbered `on`
     /// (nil: any): a message must never slip onto a newer connection ahead of its birth and replay.
+    /// Without TLS the message is written to the socket here; what the socket did not take (or, with TLS,
+    /// the whole message) is written by the link's thread, woken for it at once.
     public func publish(topic: String, payload: [UInt8], retain: Bool, on expected: UInt64? = nil) -> PublishResult {
         current.withLock { connection in
             guard let connection, connection.connack == 0, expected == nil || expected == connection.number else {
                 return .offline
             }
             let (rc, mid) = connection.publish(topic: topic, payload: payload, retain: retain)
-            return rc == MOSQ_ERR_SUCCESS.rawValue ? .sent(mid: mid, connection: connection.number) : .offline
+            guard rc == MOSQ_ERR_SUCCESS.rawValue else { return .offline }
+            lastWrite.store(monotonicMilliseconds(), ordering: .relaxed)
+            if connection.wantsWrite { wakeup?.signal() }
+            return .sent(mid: mid, connection: connection.number)
         }
     }
 
@@ -48,6 +60,7 @@ public final class MQTTLink: Sendable {
     /// broker first must be acknowledged before this is called.
     public func stop(within seconds: Double = 2) {
         stopping.store(true, ordering: .releasing)
+        wakeup?.signal()
         let t = thread.withLock { t in defer { t = nil }; return t }
         if let t, !t.join(within: seconds) {
             Log.warn("uplink thread still busy after the stop grace, leaving it", ["waited_s": seconds])
@@ -57,6 +70,7 @@ public final class MQTTLink: Sendable {
     // MARK: - Network thread
 
     private func run() {
+        nameThread("pw-mqtt")
         var attempt = 0
         var brokerIndex = 0
         var number: UInt64 = 0
@@ -109,28 +123,68 @@ public final class MQTTLink: Sendable {
         }
         current.withLock { $0 = connection }
         defer { current.withLock { $0 = nil } }
-        let deadline = monotonicSeconds() + Double(max(settings.keepaliveSeconds, 10))
+        let connectDeadline = monotonicSeconds() + Double(max(settings.keepaliveSeconds, 10))
+        let keepalive = Int64(settings.keepaliveSeconds) * 1000
+        lastWrite.store(monotonicMilliseconds(), ordering: .relaxed)
+        var lastRead = monotonicMilliseconds()
+        var received = connection.received
         var up = false
         while true {
             if stopping.load(ordering: .acquiring) {
                 if up { drainAndDisconnect(connection) }
                 return .stopped
             }
-            let rc = connection.loop(timeoutMs: 100)
+            let socket = connection.socket
+            guard socket >= 0 else { return .lost("connection closed", wasUp: up) }
+            // Sleep until the broker sends, the socket takes what is queued, a publisher or a stop wakes the
+            // thread, or the keepalive (connected) or the connect timeout (not yet) is due: no other wake-ups.
+            let now = monotonicMilliseconds()
+            let due = up ? min(lastWrite.load(ordering: .relaxed), lastRead) + keepalive + 1000
+                         : Int64(connectDeadline * 1000)
+            var timeout = Int32(clamping: max(0, due - now))
+            if !up || keepalive == 0 { timeout = up ? -1 : timeout }
+            if wakeup == nil { timeout = timeout < 0 ? 100 : min(timeout, 100) }
+            let events = Int16(POLLIN) | (connection.wantsWrite ? Int16(POLLOUT) : 0)
+            var slots = [pollfd(fd: socket, events: events, revents: 0), pollfd(fd: wakeup?.fd ?? -1, events: Int16(POLLIN), revents: 0)]
+            let ready = poll(&slots, 2, timeout)
+            if ready < 0 && errno != EINTR { return .lost("poll failed: \(String(cString: strerror(errno)))", wasUp: up) }
+            if slots[1].revents != 0 { wakeup?.drain() }
+            if slots[0].revents & Int16(POLLIN | POLLERR | POLLHUP) != 0 {
+                let rc = connection.loopRead()
+                lastRead = monotonicMilliseconds()
+                if connection.received != received {
+                    received = connection.received
+                    lastWrite.store(lastRead, ordering: .relaxed)   // QoS 1 publishes were answered with PUBACKs
+                }
+                if rc != MOSQ_ERR_SUCCESS.rawValue { return .lost(MosquittoConnection.describe(rc), wasUp: up) }
+            }
+            if connection.wantsWrite {
+                let rc = connection.loopWrite()
+                lastWrite.store(monotonicMilliseconds(), ordering: .relaxed)
+                if rc != MOSQ_ERR_SUCCESS.rawValue { return .lost(MosquittoConnection.describe(rc), wasUp: up) }
+            }
             let connack = connection.connack
             if !up && connack == 0 {
                 up = true
+                lastRead = monotonicMilliseconds()
                 for filter in settings.subscriptions { _ = connection.subscribe(filter) }
                 Log.info("uplink connected", ["broker": broker])
                 emit(.connected(broker: broker.description, connection: number))
+                continue
             } else if !up && connack > 0 {
                 return .lost("broker refused the connection: \(MosquittoConnection.describeConnack(connack))", wasUp: false)
             }
-            if rc != MOSQ_ERR_SUCCESS.rawValue {
-                return .lost(MosquittoConnection.describe(rc), wasUp: up)
-            }
-            if !up && monotonicSeconds() > deadline {
+            if !up && monotonicSeconds() > connectDeadline {
                 return .lost("no answer from the broker (timed out)", wasUp: false)
+            }
+            if up && keepalive > 0 && monotonicMilliseconds() >= due {
+                // A PINGREQ (written next round), or the end of a connection whose last PINGRESP never came.
+                let rc = connection.loopMisc()
+                if rc != MOSQ_ERR_SUCCESS.rawValue { return .lost(MosquittoConnection.describe(rc), wasUp: up) }
+                // libmosquitto counts a ping as a read too. Had it seen a later write than this thread knows of,
+                // it sent no ping: look again in half a keepalive.
+                lastRead = monotonicMilliseconds()
+                if !connection.wantsWrite { lastWrite.store(lastRead - keepalive / 2, ordering: .relaxed) }
             }
         }
     }
@@ -148,10 +202,15 @@ public final class MQTTLink: Sendable {
         return base * Double.random(in: 0.5...1.0)
     }
 
+    /// Waits out a backoff; a stop ends it at once.
     private func sleep(seconds: Double) {
         let until = monotonicSeconds() + seconds
         while !stopping.load(ordering: .acquiring) && monotonicSeconds() < until {
-            sleepThread(microseconds: 50_000)
+            if let wakeup {
+                _ = wakeup.wait(seconds: until - monotonicSeconds())
+            } else {
+                sleepThread(microseconds: 50_000)
+            }
         }
     }
 }

@@ -5,8 +5,12 @@ import Synchronization
 /// made for every attempt, so nothing of an old connection (its in-flight queue, its message ids)
 /// survives into the next; the outbox decides what is sent again.
 ///
-/// Sendable by contract: libmosquitto is told it runs threaded (`mosquitto_threaded_set`), the link's
-/// thread runs the loop, publishers hold the link's lock, and the handle is freed only under that lock.
+/// Sendable by contract: the link's thread runs the network loop, publishers hold the link's lock, and the
+/// handle is freed only under that lock. Without TLS a publish writes to the socket from the publishing thread
+/// (libmosquitto serialises writes with its own mutexes; a kernel socket takes a send beside a receive): the
+/// event leaves without a hop to the link's thread. With TLS one SSL object must not read and write on two
+/// threads at once, so libmosquitto is told it runs threaded (`mosquitto_threaded_set`): a publish only queues
+/// and the link's thread, woken, writes it.
 final class MosquittoConnection: @unchecked Sendable {
     private let handle: OpaquePointer
     private let context: Unmanaged<CallbackContext>
@@ -20,6 +24,7 @@ final class MosquittoConnection: @unchecked Sendable {
         let emit: @Sendable (UplinkEvent) -> Void
         /// -1 until CONNACK; then the CONNACK code (0 accepted).
         let connack = Atomic<Int32>(-1)
+        let received = Atomic<UInt64>(0)
 
         init(number: UInt64, broker: String, emit: @escaping @Sendable (UplinkEvent) -> Void) {
             self.number = number
@@ -54,7 +59,7 @@ final class MosquittoConnection: @unchecked Sendable {
             throw UplinkError(.library, "cannot create an MQTT client (out of memory?)")
         }
         let connection = MosquittoConnection(handle: handle, context: context, broker: broker, number: number)
-        mosquitto_threaded_set(handle, true)
+        mosquitto_threaded_set(handle, broker.tls)
         _ = mosquitto_int_option(handle, MOSQ_OPT_PROTOCOL_VERSION,
                                  settings.protocolVersion == 5 ? MQTT_PROTOCOL_V5 : MQTT_PROTOCOL_V311)
         _ = mosquitto_int_option(handle, MOSQ_OPT_SEND_MAXIMUM, settings.inFlightMaximum)
@@ -87,6 +92,21 @@ final class MosquittoConnection: @unchecked Sendable {
 
     /// Runs the network for up to `timeoutMs`: reads, writes, keepalive, callbacks.
     func loop(timeoutMs: Int32) -> Int32 { mosquitto_loop(handle, timeoutMs, 1) }
+
+    /// The socket to poll (-1 when there is none).
+    var socket: Int32 { mosquitto_socket(handle) }
+
+    /// Reads what the socket holds (callbacks run here). Nonzero: the connection is gone.
+    func loopRead() -> Int32 { mosquitto_loop_read(handle, 1) }
+
+    /// Writes what is queued, as far as the socket takes it.
+    func loopWrite() -> Int32 { mosquitto_loop_write(handle, 1) }
+
+    /// Keepalive: a PINGREQ when due, or the end of a connection whose PINGRESP never came.
+    func loopMisc() -> Int32 { mosquitto_loop_misc(handle) }
+
+    /// Publishes received so far (a QoS 1 publish is answered with a PUBACK written while reading).
+    var received: UInt64 { context.takeUnretainedValue().received.load(ordering: .acquiring) }
 
     var connack: Int32 { context.takeUnretainedValue().connack.load(ordering: .acquiring) }
 
@@ -134,6 +154,7 @@ private func onPublish(_ mosq: OpaquePointer?, _ obj: UnsafeMutableRawPointer?, 
 private func onMessage(_ mosq: OpaquePointer?, _ obj: UnsafeMutableRawPointer?, _ message: UnsafePointer<mosquitto_message>?) {
     guard let message = message?.pointee, let topic = message.topic else { return }
     let ctx = context(obj)
+    ctx.received.add(1, ordering: .releasing)
     let payload = message.payloadlen > 0 && message.payload != nil
         ? Array(UnsafeRawBufferPointer(start: message.payload, count: Int(message.payloadlen))) : []
     ctx.emit(.message(topic: String(cString: topic), payload: payload))
