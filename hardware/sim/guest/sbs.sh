@@ -16,6 +16,7 @@ sbs_disks() {
     mkdir -p /mnt/disk /mnt/sd
     mount -t ext4 /dev/vda /mnt/disk && mount -t ext4 /dev/vdb /mnt/sd || return 1
     echo "disks: vda $(cat /sys/block/vda/size) sectors at /mnt/disk, vdb at /mnt/sd; write cache: $(cat /sys/block/vda/queue/write_cache)"
+    echo "clocksource: $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource) (clock_gettime is a system call unless it is tsc)"
 }
 
 # sbs_start c|pw [OUTBOX]: starts one agent through the probe (which times spawn -> first publish), waits for its line.
@@ -51,13 +52,13 @@ sbs_lat() {
 sbs_strace() {
     for a in c pw; do
         strace_window $a /tmp/strace-idle.$a sleep 10
-        idle_calls=$(strace_total /tmp/strace-idle.$a); idle_s=$window
+        idle_calls=$(strace_total /tmp/strace-idle.$a); idle_s=$window; idle_clock=$(strace_calls /tmp/strace-idle.$a clock_gettime)
         strace_window $a /tmp/strace.$a sbs_lat "$1" "$2" $a > /tmp/strace-lat.$a
         sed 's/^lat /strace-lat /' /tmp/strace-lat.$a
-        total=$(strace_total /tmp/strace.$a)
-        awk -v a=$a -v n="$1" -v t="$total" -v w="$window" -v i="$idle_calls" -v is="$idle_s" 'BEGIN {
-            printf "syscalls %s edges=%d calls=%d window_s=%.1f per_edge=%.1f idle_calls=%d idle_s=%.1f idle_per_s=%.2f per_edge_less_idle=%.1f\n",
-                   a, n, t, w, t / n, i, is, i / is, (t - i / is * w) / n }'
+        total=$(strace_total /tmp/strace.$a); clock=$(strace_calls /tmp/strace.$a clock_gettime)
+        awk -v a=$a -v n="$1" -v t="$total" -v w="$window" -v i="$idle_calls" -v is="$idle_s" -v c="$clock" -v ic="$idle_clock" 'BEGIN {
+            printf "syscalls %s edges=%d calls=%d window_s=%.1f per_edge=%.1f idle_calls=%d idle_s=%.1f idle_per_s=%.2f per_edge_less_idle=%.1f per_edge_less_idle_and_clock=%.1f\n",
+                   a, n, t, w, t / n, i, is, i / is, (t - i / is * w) / n, (t - c - (i - ic) / is * w) / n }'
         awk -v a=$a '/^[ ]*[0-9.]+ / && $NF != "total" { print "syscall-top " a " " $NF " calls=" (($4 ~ /^[0-9]+$/) ? $4 : $3) }' /tmp/strace.$a | head -n 12
     done
 }
@@ -73,7 +74,9 @@ strace_window() {
     kill -INT $spid; wait $spid
     window=$(awk "BEGIN { print $t1 - $t0 }")
 }
-strace_total() { awk '$NF == "total" { print ($4 ~ /^[0-9]+$/) ? $4 : $3 }' "$1"; }
+strace_total() { strace_calls "$1" total; }
+# strace_calls FILE NAME: the calls column of one row of strace -c's table (0 if absent).
+strace_calls() { awk -v s="$2" '$NF == s { c = ($4 ~ /^[0-9]+$/) ? $4 : $3 } END { print c + 0 }' "$1"; }
 
 # sbs_disk_stat DEV: write requests, sectors written, flushes (fields 5, 7 and 16 of /sys/block/DEV/stat).
 sbs_disk_stat() { awk '{ print $5, $7, $16 }' "/sys/block/$1/stat"; }
