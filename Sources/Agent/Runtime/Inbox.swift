@@ -33,8 +33,11 @@ final class Inbox: @unchecked Sendable {
     func post(_ input: AgentInput) {
         pthread_mutex_lock(mutex)
         items.append(input)
-        if waiting { pthread_cond_signal(posted) }
+        let wake = waiting
+        waiting = false   // one signal per wait
         pthread_mutex_unlock(mutex)
+        // Signalled after unlocking, so the woken loop does not at once block on the mutex still held here.
+        if wake { pthread_cond_signal(posted) }
     }
 
     /// The next input; nil once `deadline` (CLOCK_MONOTONIC nanoseconds, real time) has passed with none.
