@@ -102,14 +102,15 @@ syscalls() {   # syscalls N: total system calls of a run over an N-edge trace
     # strace's child is the agent: stop it, not strace.
     kill -TERM "$(pgrep -P $tracer)"
     wait $tracer || true
-    awk '$NF == "total" {print $(NF-2)}' "$work/strace$1"
+    awk '$NF == "total" {print $4}' "$work/strace$1"
 }
 a=$(syscalls $short)
 b=$(syscalls $((short + EDGES)))
 echo "  $a calls with $short edges, $b with $((short + EDGES)): $(( (b - a) / EDGES )) system calls per edge"
 echo "  by call, per edge (the longer run minus the shorter):"
-join <(awk 'NR > 2 && $NF != "total" && $1 !~ /^-/ {print $NF, $(NF-1) ~ /^[0-9]+$/ ? $(NF-1) : $(NF-2)}' "$work/strace$short" | sort) \
-     <(awk 'NR > 2 && $NF != "total" && $1 !~ /^-/ {print $NF, $(NF-1) ~ /^[0-9]+$/ ? $(NF-1) : $(NF-2)}' "$work/strace$((short + EDGES))" | sort) -a 2 -e 0 -o 0,1.2,2.2 \
+# strace -c rows: % time, seconds, usecs/call, calls, [errors,] syscall.
+calls() { awk 'NR > 2 && $NF != "total" && $1 !~ /^-/ {print $NF, $4}' "$1" | sort; }
+join -a 2 -e 0 -o 0,1.2,2.2 <(calls "$work/strace$short") <(calls "$work/strace$((short + EDGES))") \
     | awk -v n="$EDGES" '{ d = ($3 - $2) / n; if (d >= 0.05) printf "    %-18s %5.2f\n", $1, d }' | sort -k2 -rn
 
 trace "$EDGES" 1500 20 > "$work/cpu.jsonl"
