@@ -4,6 +4,7 @@
 #   - per edge: system calls (strace -f -c, two trace lengths subtracted, so start and stop cancel out)
 #     and CPU time (all threads' schedstat run time) for one spot sensor, zero filter delays, one edge at a time
 #   - start-up: spawn -> first PUBLISH seen by a subscriber (RUNS runs, min and median)
+#   - overload: RSS while a 400,000-change trace is replayed at 2000x (OVERLOAD_SECONDS, default 60)
 #   - profile: the top symbols of `perf record` over a fast replay (PROFILE=0 skips it)
 # Against a private mosquitto on loopback; the outbox on the host's disk (real fdatasync).
 # BIN=path/to/parkwise-agent measures another build (default: the release build, static stdlib, made here).
@@ -14,6 +15,7 @@ IDLE_SECONDS=${IDLE_SECONDS:-60}
 EDGES=${EDGES:-500}
 RUNS=${RUNS:-7}
 PROFILE=${PROFILE:-1}
+OVERLOAD_SECONDS=${OVERLOAD_SECONDS:-60}
 work=$(mktemp -d /tmp/parkwise-edge.XXXXXX)
 if [[ -z "${BIN:-}" ]]; then
     swift build -c release --static-swift-stdlib --product parkwise-agent > "$work/build.log" 2>&1 \
@@ -102,14 +104,15 @@ syscalls() {   # syscalls N: total system calls of a run over an N-edge trace
     # strace's child is the agent: stop it, not strace.
     kill -TERM "$(pgrep -P $tracer)"
     wait $tracer || true
-    awk '$NF == "total" {print $(NF-2)}' "$work/strace$1"
+    awk '$NF == "total" {print $4}' "$work/strace$1"
 }
 a=$(syscalls $short)
 b=$(syscalls $((short + EDGES)))
 echo "  $a calls with $short edges, $b with $((short + EDGES)): $(( (b - a) / EDGES )) system calls per edge"
 echo "  by call, per edge (the longer run minus the shorter):"
-join <(awk 'NR > 2 && $NF != "total" && $1 !~ /^-/ {print $NF, $(NF-1) ~ /^[0-9]+$/ ? $(NF-1) : $(NF-2)}' "$work/strace$short" | sort) \
-     <(awk 'NR > 2 && $NF != "total" && $1 !~ /^-/ {print $NF, $(NF-1) ~ /^[0-9]+$/ ? $(NF-1) : $(NF-2)}' "$work/strace$((short + EDGES))" | sort) -a 2 -e 0 -o 0,1.2,2.2 \
+# strace -c rows: % time, seconds, usecs/call, calls, [errors,] syscall.
+calls() { awk 'NR > 2 && $NF != "total" && $1 !~ /^-/ {print $NF, $4}' "$1" | sort; }
+join -a 2 -e 0 -o 0,1.2,2.2 <(calls "$work/strace$short") <(calls "$work/strace$((short + EDGES))") \
     | awk -v n="$EDGES" '{ d = ($3 - $2) / n; if (d >= 0.05) printf "    %-18s %5.2f\n", $1, d }' | sort -k2 -rn
 
 trace "$EDGES" 1500 20 > "$work/cpu.jsonl"
@@ -139,6 +142,23 @@ for r in $(seq 1 "$RUNS"); do
 done
 printf '%s\n' "${times[@]}" | sort -n | awk '{ v[NR] = $1 } END { printf "  min %.1f ms, median %.1f ms, max %.1f ms\n", v[1] / 1000, v[int((NR + 1) / 2)] / 1000, v[NR] / 1000 }'
 
+echo "== overload: 400,000 changes of 8 spot sensors (one every 2 s of trace time) replayed at 2000x, broker up: RSS"
+printf '%s\n' 'site: bench' 'device: overload' 'board: simulated' 'levels: [ { id: L1, capacity: 8 } ]' 'spots:' > "$work/over.yaml"
+for s in 2 3 4 5 6 7 8 9; do
+    printf '  - { id: L1-00%s, input: GPIO%s, delayed_on: 0, delayed_off: 0, chatter_limit: 10000 }\n' "$s" "$s" >> "$work/over.yaml"
+done
+awk 'BEGIN { for (i = 0; i < 400000; i++) printf "{\"t_ms\": %d, \"input\": \"GPIO%d\", \"value\": %d}\n", 1000 + i * 2000, 2 + i % 8, int(i / 8 + 1) % 2 }' \
+    > "$work/over.jsonl"
+"$BIN" run --config "$work/over.yaml" --replay "$work/over.jsonl" --speed 2000 --broker "mqtt://127.0.0.1:$port" \
+    --outbox "$work/over" 2> "$work/over.log" & agent=$!; pids+=($agent)
+wait_for "$work/over.log" "agent running"
+for ((t = 0; t <= OVERLOAD_SECONDS; t += 10)); do
+    printf '  %4s s  RSS %6s kB\n' "$t" "$(awk '/^VmRSS/ {print $2}' /proc/$agent/status)"
+    ((t < OVERLOAD_SECONDS)) && sleep 10
+done
+echo "  $(grep -c 'line changes shed' "$work/over.log" || true) shed warnings, $(grep -c 'outbox full' "$work/over.log" || true) outbox-full warnings"
+stop_agent $agent
+
 if [[ "$PROFILE" == 1 ]] && command -v perf >/dev/null 2>&1; then
     echo "== profile: perf record over $((EDGES * 4)) edges at 2 ms (top symbols, self time)"
     trace $((EDGES * 4)) 1500 2 > "$work/prof.jsonl"
@@ -152,4 +172,8 @@ if [[ "$PROFILE" == 1 ]] && command -v perf >/dev/null 2>&1; then
     perf report -i "$work/perf.data" --no-children --sort dso,symbol --stdio 2> /dev/null \
         | grep -E '^ +[0-9.]+%' > "$work/perf.txt" || true
     cut -c1-110 "$work/perf.txt" | sed -n 1,25p
+    echo "  user space only (the agent's binary and libc, share of all samples):"
+    perf report -i "$work/perf.data" --no-children --sort symbol --dsos "$(basename "$BIN"),libc.so.6" --stdio 2> /dev/null \
+        | grep -E '^ +[0-9.]+%' > "$work/perf-user.txt" || true
+    cut -c1-110 "$work/perf-user.txt" | sed -n 1,15p
 fi

@@ -11,6 +11,23 @@ enum Commands {
         commands: [RunCommand.spec, CheckConfigCommand.spec, LinesCommand.spec, DiagnoseCommand.spec,
                    MonitorCommand.spec, VersionCommand.spec])
 
+    /// The commands that need no Swift concurrency (`run` above all: an agent that never touches Dispatch's worker
+    /// pool has no timer waking it every second), run on the calling thread; nil for the others.
+    static func mainWithoutConcurrency(_ args: [String]) -> Int32? {
+        switch program.resolve(args) {
+        case .exit(let code): return code
+        case .run(let spec, let parsed):
+            switch spec.name {
+            case RunCommand.spec.name: return RunCommand.run(parsed)
+            case CheckConfigCommand.spec.name: return CheckConfigCommand.run(parsed)
+            case LinesCommand.spec.name: return LinesCommand.run(parsed)
+            case DiagnoseCommand.spec.name: return DiagnoseCommand.run(parsed)
+            case VersionCommand.spec.name: return VersionCommand.run(parsed)
+            default: return nil
+            }
+        }
+    }
+
     /// Runs the command line; returns the exit code.
     static func main(_ args: [String]) async -> Int32 {
         let spec: CommandSpec, parsed: ParsedArguments
@@ -19,13 +36,8 @@ enum Commands {
         case .run(let s, let p): (spec, parsed) = (s, p)
         }
         switch spec.name {
-        case RunCommand.spec.name: return await RunCommand.run(parsed)
-        case CheckConfigCommand.spec.name: return CheckConfigCommand.run(parsed)
-        case LinesCommand.spec.name: return LinesCommand.run(parsed)
-        case DiagnoseCommand.spec.name: return await DiagnoseCommand.run(parsed)
         case MonitorCommand.spec.name: return await MonitorCommand.run(parsed)
-        case VersionCommand.spec.name: return VersionCommand.run(parsed)
-        default: return ExitCode.usage
+        default: return mainWithoutConcurrency(args) ?? ExitCode.usage
         }
     }
 }

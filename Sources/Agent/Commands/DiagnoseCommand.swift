@@ -20,7 +20,8 @@ enum DiagnoseCommand {
             .init(name: "record", value: "trace", help: "Write the raw line changes to this trace file."),
         ] + SourceChoice.options)
 
-    static func run(_ args: ParsedArguments) async -> Int32 {
+    static func run(_ args: ParsedArguments) -> Int32 {
+        StopSignals.block()
         let config: AgentConfig
         do { config = try ConfigFile.load(path: args.option("config")!) } catch {
             printError(error.description)
@@ -52,23 +53,18 @@ enum DiagnoseCommand {
             if let recorder, initial[i] { fputs(TraceFile.line(TimedChange(offset: .zero, input: i, active: true), inputs: inputs) + "\n", recorder) }
         }
 
-        let (stream, continuation) = AsyncStream.makeStream(of: AgentInput.self)
-        let queue = LineQueue(bound: 100_000) { continuation.yield(.lines) }
-        let stopSource = source.start(clock: clock, into: queue, continuation: continuation)
-        let signals = SignalHandlers(stop: continuation)
-        let ticker = Task {
-            while !Task.isCancelled {
-                try? await Task.sleep(for: .milliseconds(100))
-                continuation.yield(.tick)
-            }
-        }
+        let inbox = Inbox()
+        let queue = LineQueue(bound: 100_000) { inbox.post(.lines) }
+        let stopSource = source.start(clock: clock, into: queue, inbox: inbox)
+        StopSignals.start { inbox.post(.stop) }
         var events: [GarageEvent] = []
         func show() {
             for event in events { say("\(seconds(event.at - start))  event \(event.type) \(describe(event.kind))") }
             events.removeAll()
         }
-        loop: for await input in stream {
-            switch input {
+        loop: while true {
+            // Garage timers: looked at every 100 ms.
+            switch inbox.next(until: Inbox.now() + 100_000_000) ?? .tick {
             case .lines:
                 let batch = queue.take()
                 if batch.shed > 0 { say("\(batch.shed) line changes shed: diagnose fell behind") }
@@ -92,13 +88,11 @@ enum DiagnoseCommand {
                 say("trace finished; Ctrl-C for the summary")
             case .stop:
                 break loop
-            case .uplink, .housekeeping, .stopGraceElapsed:
+            case .uplink, .housekeeping:
                 continue
             }
         }
-        ticker.cancel()
         stopSource()
-        signals.cancel()
         say("\nsummary after \(seconds(clock.now() - start)):")
         say("  input          changes  line  filtered  health")
         for (i, input) in inputs.enumerated() {

@@ -26,7 +26,10 @@ enum RunCommand {
             .init(name: "verbose", value: nil, help: "Log every event (debug level)."),
         ])
 
-    static func run(_ args: ParsedArguments) async -> Int32 {
+    /// Runs on the calling (main) thread without Swift concurrency: see `AgentRuntime` and `StopSignals`.
+    static func run(_ args: ParsedArguments) -> Int32 {
+        // Before any thread starts, so that every thread inherits the mask and only StopSignals' thread takes them.
+        StopSignals.block()
         let path = args.option("config")!
         if args.flag("verbose") || ProcessInfo.processInfo.environment["PARKWISE_LOG"] == "debug" { Log.threshold = .debug }
         var config: AgentConfig
@@ -79,10 +82,8 @@ enum RunCommand {
             printError("error: \(error)")
             return ExitCode.config
         }
-        let signals = SignalHandlers(onStop: { runtime.requestStop() })
-        let code = await runtime.run()
-        signals.cancel()
-        return code
+        StopSignals.start { runtime.requestStop() }
+        return runtime.run()
     }
 
 }

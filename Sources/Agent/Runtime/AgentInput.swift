@@ -5,9 +5,9 @@ import Uplink
 enum AgentInput: Sendable {
     /// Line changes wait in the line queue (told once until the loop takes them).
     case lines
-    /// A garage timer may be due.
+    /// A garage timer may be due (the loop's own deadline passed).
     case tick
-    /// Feed the systemd watchdog (when it watches) and see whether NTP has set the clock (while it has not).
+    /// The watchdog's or the clock check's deadline passed: feed systemd's watchdog, see whether NTP set the clock.
     case housekeeping
     case uplink(UplinkEvent)
     /// The board can no longer read an input (nil: any of them), and why.
@@ -16,6 +16,4 @@ enum AgentInput: Sendable {
     case sourceFinished
     /// SIGTERM or SIGINT: stop gracefully.
     case stop
-    /// A graceful stop has waited as long as it may for the broker's acknowledgements.
-    case stopGraceElapsed
 }

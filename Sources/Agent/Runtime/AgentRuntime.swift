@@ -6,13 +6,14 @@ import Synchronization
 import Uplink
 
 /// The composition of one running agent: line source -> garage -> stamper -> uplink session.
-/// Everything runs on one event loop fed by an AsyncStream, so the garage needs no locks and
-/// events keep the order in which lines changed. The loop runs on its own thread (`ThreadExecutor`):
-/// it waits for fsync on every outbox append.
-actor AgentRuntime {
-    private nonisolated let executor = ThreadExecutor()
-    nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
-
+/// Everything runs on one event loop, on the thread that calls `run()` (the process's main thread, outside Swift
+/// concurrency: it waits for fsync on every batch it stores), fed through an `Inbox`: the garage needs no locks
+/// and events keep the order in which lines changed. Timers are deadlines the loop sleeps until, not threads or
+/// tasks: with nothing happening and nothing due, the loop does not wake at all.
+///
+/// Sendable by contract: everything but `flags`, `inbox` and `lineQueue` (which are thread-safe) is touched by
+/// the loop's thread only; other threads call `requestStop()` and post into the inbox.
+final class AgentRuntime: @unchecked Sendable {
     struct Options {
         var configHash: String?
         /// The status `mode` (nil: live sensors).
@@ -34,16 +35,18 @@ actor AgentRuntime {
     private let topics: Topics
     private let session: UplinkSession
     private let link: MQTTLink
-    private let inputs: AsyncStream<AgentInput>
-    private nonisolated let continuation: AsyncStream<AgentInput>.Continuation
+    private let inbox = Inbox()
     private var events: [GarageEvent] = []
-    private var timer: (due: MonotonicInstant, task: Task<Void, Never>)?
+    /// The garage's next deadline (its time) and when that is in real monotonic nanoseconds.
+    private var timer: (due: MonotonicInstant, real: Int64)?
     private var clockSynced = false
     /// When the clock's sync state was last read (it is read at most once a second, not once per event).
     private var clockReadAt: MonotonicInstant?
-    /// Wakes the loop for the watchdog, and to read the clock while NTP has not set it.
-    private var watchdog: Task<Void, Never>?
-    private var clockWatch: Task<Void, Never>?
+    /// When to feed the systemd watchdog next (nil: systemd watches nothing), and to read the clock while NTP has
+    /// not set it (nil once it has), with the wait after that: real monotonic nanoseconds.
+    private var watchdogDue: Int64?
+    private var clockDue: Int64?
+    private var clockWait: Duration = .seconds(1)
     private let lineQueue: LineQueue
 
     init(config: AgentConfig, source: LineSource, clock: AgentClock, credentials: Credentials?,
@@ -56,8 +59,7 @@ actor AgentRuntime {
         stamper = EventStamper(state: try DeviceState(directory: config.outbox.path), clock: clock,
                                kernelBoot: EventStamper.readKernelBoot())
         topics = Topics(site: config.site, device: config.device)
-        (inputs, continuation) = AsyncStream.makeStream(of: AgentInput.self)
-        lineQueue = LineQueue(bound: options.lineQueueBound) { [continuation] in continuation.yield(.lines) }
+        lineQueue = LineQueue(bound: options.lineQueueBound) { [inbox] in inbox.post(.lines) }
         let offline = WireJSON.encode(StatusPayload(state: "offline", boot: stamper.state.boot))
         var settings = LinkSettings(
             brokers: config.mqtt.brokers.map { .init(host: $0.host, port: $0.port, tls: $0.tls) },
@@ -67,8 +69,7 @@ actor AgentRuntime {
             subscriptions: [topics.commands])
         settings.tls = config.mqtt.tls.map { ($0.ca, $0.cert, $0.key) }
         settings.protocolVersion = Int32(config.mqtt.protocolVersion)
-        let continuation = self.continuation
-        link = MQTTLink(settings: settings) { continuation.yield(.uplink($0)) }
+        link = MQTTLink(settings: settings) { [inbox] in inbox.post(.uplink($0)) }
         let birth = StatusPayload(state: "online", version: AgentVersion.current, configHash: options.configHash,
                                   boot: stamper.state.boot, since: stamper.wallTime(clock.now()), mode: options.mode)
         let outbox: any Outbox
@@ -101,23 +102,18 @@ actor AgentRuntime {
     /// The outbox problem last announced.
     private var announcedProblem: String?
 
-    /// The stream's continuation, for signal handlers.
-    /// A stop request and the end of the stop's grace: flags the event loop reads before each input,
-    /// so neither waits behind a backlog of queued line changes (each of which costs a disk sync).
-    private final class Flags: Sendable {
-        let stopRequested = Atomic<Bool>(false)
-        let graceElapsed = Atomic<Bool>(false)
-    }
-    private nonisolated let flags = Flags()
+    /// A stop request: a flag the event loop reads before each input, so it never waits behind a backlog of
+    /// queued inputs (each batch of line changes costs a disk sync).
+    private let stopRequested = Atomic<Bool>(false)
 
-    /// SIGTERM/SIGINT: stop gracefully, ahead of whatever inputs are still queued.
-    nonisolated func requestStop() {
-        flags.stopRequested.store(true, ordering: .releasing)
-        continuation.yield(.stop)
+    /// SIGTERM/SIGINT (from any thread): stop gracefully, ahead of whatever inputs are still queued.
+    func requestStop() {
+        stopRequested.store(true, ordering: .releasing)
+        inbox.post(.stop)
     }
 
-    /// Runs until stopped; returns the process exit code.
-    func run() async -> Int32 {
+    /// Runs the event loop on the calling thread until stopped; returns the process exit code.
+    func run() -> Int32 {
         let start = clock.now()
         garage.start(initial: source.initialLevels(count: garage.inputCount), at: start)
         if case .simulator = source {
@@ -132,26 +128,21 @@ actor AgentRuntime {
         flush()
         publishChangedStates()
         link.start()
-        let stopSource = source.start(clock: clock, into: lineQueue, continuation: continuation)
+        let stopSource = source.start(clock: clock, into: lineQueue, inbox: inbox)
         Log.info("agent running", ["site": config.site, "device": config.device, "lanes": config.lanes.count,
                                    "spots": config.spots.count, "boot": stamper.state.boot])
         scheduleTimer()
         options.service.ready()
-        if let every = options.service.watchdogInterval {
-            // Only as often as systemd asks (half its WatchdogSec); no wake-ups at all without a watchdog.
-            watchdog = Task { [continuation] in
-                while !Task.isCancelled {
-                    try? await Task.sleep(for: every)
-                    continuation.yield(.housekeeping)
-                }
-            }
-        }
-        watchClock()
-        for await input in inputs {
-            if flags.stopRequested.load(ordering: .acquiring) {
+        // The watchdog only as often as systemd asks (half its WatchdogSec); no wake-ups at all without one.
+        if let every = options.service.watchdogInterval { watchdogDue = Inbox.now() + every.nanosecondCount }
+        if !clockSynced { clockDue = Inbox.now() + clockWait.nanosecondCount }
+        while true {
+            if stopRequested.load(ordering: .acquiring) {
                 stopSource()
-                return await stop(exitCode: ExitCode.success)
+                return stop(exitCode: ExitCode.success)
             }
+            let input = inbox.next(until: [timer?.real, watchdogDue, clockDue].compactMap { $0 }.min()) ?? due()
+            guard let input else { continue }
             switch input {
             case .lines:
                 let batch = lineQueue.take()
@@ -163,12 +154,17 @@ actor AgentRuntime {
                 garage.advance(to: clock.now(), into: &events)
                 flush()
             case .housekeeping:
-                checkClock(force: true)
-                if clockSynced {
-                    clockWatch?.cancel()
-                    clockWatch = nil
+                if let due = watchdogDue, let every = options.service.watchdogInterval, due <= Inbox.now() {
+                    options.service.alive()   // the watchdog is fed by the event loop itself
+                    watchdogDue = Inbox.now() + every.nanosecondCount
                 }
-                options.service.alive()   // the watchdog is fed by the event loop itself
+                if let due = clockDue, due <= Inbox.now() {
+                    // While NTP has not set the clock: look again after 1 s, doubling up to 64 s, so waiting events
+                    // get their true times soon after it does; once set, nothing wakes the loop for it.
+                    checkClock(force: true)
+                    clockWait = min(clockWait * 2, .seconds(64))
+                    clockDue = clockSynced ? nil : Inbox.now() + clockWait.nanosecondCount
+                }
             case .uplink(let event):
                 session.handle(event)
                 switch event {
@@ -191,42 +187,40 @@ actor AgentRuntime {
                     // Running on with nothing watched helps nobody: fail, so systemd restarts the agent.
                     Log.error("every GPIO input is lost, stopping so that the service restarts", [:])
                     stopSource()
-                    return await stop(exitCode: ExitCode.failure)
+                    return stop(exitCode: ExitCode.failure)
                 }
             case .sourceFinished:
                 Log.info("trace finished, agent keeps running until stopped")
             case .stop:
                 stopSource()
-                return await stop(exitCode: ExitCode.success)
-            case .stopGraceElapsed:
-                continue
+                return stop(exitCode: ExitCode.success)
             }
         }
-        return 0
+    }
+
+    /// The input a passed deadline stands for (the loop woke for it): the garage's timer, or the watchdog and
+    /// the clock. Nil when none has passed yet.
+    private func due() -> AgentInput? {
+        let now = Inbox.now()
+        if let timer, timer.real <= now { return .tick }
+        if [watchdogDue, clockDue].contains(where: { $0.map { $0 <= now } ?? false }) { return .housekeeping }
+        return nil
     }
 
     /// Graceful stop: say offline, give the broker a moment to acknowledge, disconnect cleanly.
-    private func stop(exitCode: Int32) async -> Int32 {
+    private func stop(exitCode: Int32) -> Int32 {
         Log.info("stopping", ["outbox": session.outboxCount])
         options.service.stopping()
-        timer?.task.cancel()
-        watchdog?.cancel()
-        clockWatch?.cancel()
         garage.advance(to: clock.now(), into: &events)
         flush()
         // flush() arms the garage's next timer; nothing is due any more once stopping.
-        timer?.task.cancel()
         timer = nil
         session.sayOffline()
-        let giveUp = Task { [continuation, flags, grace = options.stopGrace] in
-            try? await Task.sleep(for: grace)
-            flags.graceElapsed.store(true, ordering: .releasing)
-            continuation.yield(.stopGraceElapsed)
-        }
+        let giveUp = Inbox.now() + options.stopGrace.nanosecondCount
         var unread = 0   // line changes still queued: never stamped nor stored, the board's levels say the rest at the next start
         if session.isConnected {
-            waiting: for await input in inputs {
-                if flags.graceElapsed.load(ordering: .acquiring) {
+            waiting: while true {
+                guard let input = inbox.next(until: giveUp) else {
                     Log.warn("broker did not acknowledge everything before stopping", ["outbox": session.outboxCount])
                     break waiting
                 }
@@ -235,17 +229,15 @@ actor AgentRuntime {
                 case .uplink(let event):
                     session.handle(event)
                     if !session.isConnected || (session.offlineAcknowledged && session.settled) { break waiting }
-                case .lines, .tick, .sourceFinished, .stop, .housekeeping, .inputLost, .stopGraceElapsed:
-                    continue   // (the grace's end is its flag, read above)
+                case .lines, .tick, .sourceFinished, .stop, .housekeeping, .inputLost:
+                    continue
                 }
             }
         }
-        giveUp.cancel()
         if unread > 0 { Log.info("line changes queued behind the stop, left unread", ["changes": unread]) }
         link.stop()
         stamper.state.settle(oldestPending: session.oldestPendingSeq)
         stamper.state.stoppedCleanly()
-        continuation.finish()
         Log.info("stopped", ["outbox": session.outboxCount, "exit": exitCode])
         return exitCode
     }
@@ -320,20 +312,6 @@ actor AgentRuntime {
         }
     }
 
-    /// While NTP has not set the clock, look now and then (1 s, doubling up to 64 s) even with nothing happening,
-    /// so waiting events get their true times soon after it does. Once set, nothing wakes the loop for it.
-    private func watchClock() {
-        guard !clockSynced, clockWatch == nil else { return }
-        clockWatch = Task { [continuation] in
-            var wait = Duration.seconds(1)
-            while !Task.isCancelled {
-                try? await Task.sleep(for: wait)
-                continuation.yield(.housekeeping)
-                wait = min(wait * 2, .seconds(64))
-            }
-        }
-    }
-
     /// Line changes shed by an overloaded loop never reached the garage (each input still ends at its true level):
     /// said in the log and to the backend, so a burst never changes the garage silently.
     private func declareShed(_ batch: LineQueue.Batch) {
@@ -364,14 +342,7 @@ actor AgentRuntime {
         let due = garage.nextDeadline
         guard let due else { return }
         if let armed = timer?.due, armed <= due { return }
-        timer?.task.cancel()
-        timer = nil
-        let delay = clock.realDelay(until: due)
-        let task = Task { [continuation] in
-            try? await Task.sleep(for: delay)
-            if !Task.isCancelled { continuation.yield(.tick) }
-        }
-        timer = (due, task)
+        timer = (due, Inbox.now() + clock.realDelay(until: due).nanosecondCount)
     }
 
     // MARK: - Commands

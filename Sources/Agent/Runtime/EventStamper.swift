@@ -9,6 +9,7 @@ struct EventStamper {
     var state: DeviceState
     let clock: AgentClock
     let kernelBoot: String
+    var ids = EventID()
 
     func wallTime(_ instant: MonotonicInstant) -> String {
         WireTime.format(unixNanoseconds: clock.wallNanoseconds(at: instant))
@@ -18,7 +19,7 @@ struct EventStamper {
     var clockSynchronized: Bool { clock.isScaled || AgentClock.wallClockSynchronized() }
 
     mutating func stamp(_ event: GarageEvent, synced: Bool) -> OutboxEntry {
-        var p = EventPayload(id: UUID().uuidString.lowercased(), seq: state.nextSeq(), boot: state.boot,
+        var p = EventPayload(id: ids.next(), seq: state.nextSeq(), boot: state.boot,
                              type: event.type, at: wallTime(event.at), clock: synced ? "synced" : "unsynced")
         var arrival: MonotonicInstant?
         switch event.kind {
@@ -62,7 +63,7 @@ struct EventStamper {
     /// An event about the device itself (its outbox), not about the garage.
     mutating func stampDevice(type: String, at instant: MonotonicInstant, synced: Bool,
                               _ fill: (inout EventPayload) -> Void) -> OutboxEntry {
-        var p = EventPayload(id: UUID().uuidString.lowercased(), seq: state.nextSeq(), boot: state.boot,
+        var p = EventPayload(id: ids.next(), seq: state.nextSeq(), boot: state.boot,
                              type: type, at: wallTime(instant), clock: synced ? "synced" : "unsynced")
         fill(&p)
         return OutboxEntry(event: p, atMonotonic: instant.nanoseconds, arrivalMonotonic: nil, kernelBoot: kernelBoot)

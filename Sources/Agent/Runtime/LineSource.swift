@@ -1,8 +1,11 @@
 import GPIO
+import Glibc
 import ParkWiseContract
 import ParkWiseCore
 import ParkWiseLog
 import Simulation
+import Synchronization
+import Uplink
 
 /// Where line changes come from: the board's GPIO, the traffic simulator, or a recorded trace.
 /// All three feed the same garage with the same values and monotonic timestamps.
@@ -26,41 +29,56 @@ enum LineSource {
         return Array(repeating: false, count: count)
     }
 
-    /// Starts delivering changes into the line queue (a lost input into the loop). Returns what stops it.
-    func start(clock: AgentClock, into queue: LineQueue,
-               continuation: AsyncStream<AgentInput>.Continuation) -> @Sendable () -> Void {
+    /// Starts delivering changes into the line queue (a lost input, the end of a trace into the inbox). Returns
+    /// what stops it. Simulated and replayed changes come from a thread of their own that sleeps until each is due,
+    /// as the board's event thread does: nothing else wakes.
+    func start(clock: AgentClock, into queue: LineQueue, inbox: Inbox) -> @Sendable () -> Void {
         switch self {
         case .board(let board):
             board.start(deliver: { changes in queue.push(changes) },
-                        failed: { failure in continuation.yield(.inputLost(failure.input, failure.message)) })
+                        failed: { failure in inbox.post(.inputLost(failure.input, failure.message)) })
             return { board.stop() }
         case .simulator(let simulator):
-            let task = Task {
+            let stopped = Flag()
+            _ = DedicatedThread {
+                nameThread("pw-simulator")
                 var simulator = simulator
-                while !Task.isCancelled, let change = simulator.next() {
-                    await LineSource.feed(change, clock: clock, into: queue)
+                while !stopped.isSet, let change = simulator.next() {
+                    LineSource.feed(change, clock: clock, into: queue)
                 }
-                if !Task.isCancelled {
+                if !stopped.isSet {
                     Log.warn("traffic simulator stalled: no vehicle can arrive or leave, no more line changes", [:])
                 }
             }
-            return { task.cancel() }
+            return { stopped.set() }
         case .trace(let changes):
-            let task = Task {
-                for change in changes where !Task.isCancelled {
-                    await LineSource.feed(change, clock: clock, into: queue)
+            let stopped = Flag()
+            _ = DedicatedThread {
+                nameThread("pw-replay")
+                for change in changes where !stopped.isSet {
+                    LineSource.feed(change, clock: clock, into: queue)
                 }
-                if !Task.isCancelled { continuation.yield(.sourceFinished) }
+                if !stopped.isSet { inbox.post(.sourceFinished) }
             }
-            return { task.cancel() }
+            return { stopped.set() }
         }
     }
 
-    /// Waits until the clock reaches the change, then hands it over.
-    private static func feed(_ change: TimedChange, clock: AgentClock, into queue: LineQueue) async {
+    private final class Flag: Sendable {
+        private let value = Atomic<Bool>(false)
+        var isSet: Bool { value.load(ordering: .acquiring) }
+        func set() { value.store(true, ordering: .releasing) }
+    }
+
+    /// Sleeps until the clock reaches the change, then hands it over.
+    private static func feed(_ change: TimedChange, clock: AgentClock, into queue: LineQueue) {
         let line = change.lineChange(startingAt: clock.origin)
         let delay = clock.realDelay(until: line.at)
-        if delay > .zero { try? await Task.sleep(for: delay) }
+        if delay > .zero {
+            let until = Inbox.now() + delay.nanosecondCount
+            var ts = timespec(tv_sec: Int(until / 1_000_000_000), tv_nsec: Int(until % 1_000_000_000))
+            while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nil) == EINTR {}
+        }
         queue.push([line])
     }
 }

@@ -27,11 +27,14 @@ final class OutboxLog {
     private let fd: Int32
     /// The highest seq ever stored in this outbox: kept across compactions by the floor record.
     private(set) var highest: UInt64
+    /// Where the file ends (kept here, so an append needs no lseek): a failed write is cut back to it.
+    private var size: off_t
 
-    private init(path: String, fd: Int32, highest: UInt64) {
+    private init(path: String, fd: Int32, highest: UInt64, size: off_t) {
         self.path = path
         self.fd = fd
         self.highest = highest
+        self.size = size
     }
 
     deinit { close(fd) }
@@ -67,7 +70,7 @@ final class OutboxLog {
         }
         let fd = Glibc.open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o640)
         guard fd >= 0 else { throw UplinkError(.outbox, "cannot open outbox file \(path): \(DurableFile.errnoText())") }
-        let log = OutboxLog(path: path, fd: fd, highest: parsed.highest)
+        let log = OutboxLog(path: path, fd: fd, highest: parsed.highest, size: lseek(fd, 0, SEEK_END))
         if parsed.damaged {
             // Start the new file with what was recovered from the damaged one.
             try log.rewrite(entries)
@@ -82,12 +85,12 @@ final class OutboxLog {
         var bytes: [UInt8] = []
         for record in records { bytes += OutboxLog.frame(record) }
         let stored = records.compactMap { $0.add?.event.seq }.max() ?? 0
-        let end = lseek(fd, 0, SEEK_END)
         if let code = DurableFile.writeAll(fd, bytes) {
             // Take back a partial record, so the file ends on a whole one.
-            if end >= 0 { _ = ftruncate(fd, end) }
+            if size >= 0 { _ = ftruncate(fd, size) }
             throw UplinkError(.outbox, "cannot write outbox file \(path): \(DurableFile.describe(code))", code: code)
         }
+        size += off_t(bytes.count)
         if sync && fdatasync(fd) != 0 {
             throw UplinkError(.outbox, "cannot sync outbox file \(path): \(DurableFile.errnoText())", code: errno)
         }
@@ -108,6 +111,7 @@ final class OutboxLog {
         guard fresh >= 0 else { throw UplinkError(.outbox, "cannot reopen outbox file \(path): \(DurableFile.errnoText())") }
         dup2(fresh, fd)
         close(fresh)
+        size = off_t(bytes.count)
         highest = top
     }
 

@@ -1,0 +1,75 @@
+import Glibc
+
+/// What the event loop waits on: inputs posted from any thread (the line queue's nudge, the link's events, a stop),
+/// taken in order by the one thread that runs the loop, which sleeps until an input comes or its next deadline
+/// passes. Plain POSIX (a mutex and a condition variable on the monotonic clock), no Swift concurrency and no
+/// Dispatch: nothing wakes the process while nothing happens. Bounded by what posts into it: one nudge for all
+/// waiting line changes, link events bounded by the session's window, timers that are deadlines, not inputs.
+final class Inbox: @unchecked Sendable {
+    // Guarded by `mutex`.
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let posted = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+    private var items: [AgentInput] = []
+    private var head = 0
+    private var waiting = false
+
+    init() {
+        pthread_mutex_init(mutex, nil)
+        var attributes = pthread_condattr_t()
+        pthread_condattr_init(&attributes)
+        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
+        pthread_cond_init(posted, &attributes)
+        pthread_condattr_destroy(&attributes)
+    }
+
+    deinit {
+        pthread_cond_destroy(posted)
+        pthread_mutex_destroy(mutex)
+        posted.deallocate()
+        mutex.deallocate()
+    }
+
+    /// From any thread.
+    func post(_ input: AgentInput) {
+        pthread_mutex_lock(mutex)
+        items.append(input)
+        let wake = waiting
+        waiting = false   // one signal per wait
+        pthread_mutex_unlock(mutex)
+        // Signalled after unlocking, so the woken loop does not at once block on the mutex still held here.
+        if wake { pthread_cond_signal(posted) }
+    }
+
+    /// The next input; nil once `deadline` (CLOCK_MONOTONIC nanoseconds, real time) has passed with none.
+    func next(until deadline: Int64?) -> AgentInput? {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        while head == items.count {
+            if let deadline {
+                guard Inbox.now() < deadline else { return nil }
+                var ts = timespec(tv_sec: Int(deadline / 1_000_000_000), tv_nsec: Int(deadline % 1_000_000_000))
+                waiting = true
+                pthread_cond_timedwait(posted, mutex, &ts)
+                waiting = false
+            } else {
+                waiting = true
+                pthread_cond_wait(posted, mutex)
+                waiting = false
+            }
+        }
+        let input = items[head]
+        head += 1
+        if head == items.count {
+            items.removeAll(keepingCapacity: items.count <= 64)
+            head = 0
+        }
+        return input
+    }
+
+    /// CLOCK_MONOTONIC in nanoseconds.
+    static func now() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
+    }
+}
