@@ -69,6 +69,8 @@ def main(path):
         [pick(rows, b, "strace", "syscalls", "c", "per_edge_less_idle") for b in boots], "calls", "{:.1f}")
     add("system calls per edge, less idle and clock_gettime", [pick(rows, b, "strace", "syscalls", "pw", "per_edge_less_idle_and_clock") for b in boots],
         [pick(rows, b, "strace", "syscalls", "c", "per_edge_less_idle_and_clock") for b in boots], "calls", "{:.1f}")
+    add("fsync + fdatasync per edge (strace)", [pick(rows, b, "strace", "syscalls", "pw", "syncs_per_edge") for b in boots],
+        [pick(rows, b, "strace", "syscalls", "c", "syncs_per_edge") for b in boots], "calls")
     add("system calls per second idle (strace, 10 s)", [pick(rows, b, "strace", "syscalls", "pw", "idle_per_s") for b in boots],
         [pick(rows, b, "strace", "syscalls", "c", "idle_per_s") for b in boots], "calls/s", "{:.1f}")
     add("idle wake-ups (voluntary switches, all threads)", [pick(rows, b, "idle", "idle", "pw", "per_s") for b in boots],

@@ -56,9 +56,10 @@ sbs_strace() {
         strace_window $a /tmp/strace.$a sbs_lat "$1" "$2" $a > /tmp/strace-lat.$a
         sed 's/^lat /strace-lat /' /tmp/strace-lat.$a
         total=$(strace_total /tmp/strace.$a); clock=$(strace_calls /tmp/strace.$a clock_gettime)
-        awk -v a=$a -v n="$1" -v t="$total" -v w="$window" -v i="$idle_calls" -v is="$idle_s" -v c="$clock" -v ic="$idle_clock" 'BEGIN {
-            printf "syscalls %s edges=%d calls=%d window_s=%.1f per_edge=%.1f idle_calls=%d idle_s=%.1f idle_per_s=%.2f per_edge_less_idle=%.1f per_edge_less_idle_and_clock=%.1f\n",
-                   a, n, t, w, t / n, i, is, i / is, (t - i / is * w) / n, (t - c - (i - ic) / is * w) / n }'
+        syncs=$(( $(strace_calls /tmp/strace.$a fsync) + $(strace_calls /tmp/strace.$a fdatasync) ))
+        awk -v a=$a -v n="$1" -v t="$total" -v w="$window" -v i="$idle_calls" -v is="$idle_s" -v c="$clock" -v ic="$idle_clock" -v y="$syncs" 'BEGIN {
+            printf "syscalls %s edges=%d calls=%d window_s=%.1f per_edge=%.1f idle_calls=%d idle_s=%.1f idle_per_s=%.2f per_edge_less_idle=%.1f per_edge_less_idle_and_clock=%.1f syncs_per_edge=%.2f\n",
+                   a, n, t, w, t / n, i, is, i / is, (t - i / is * w) / n, (t - c - (i - ic) / is * w) / n, y / n }'
         awk -v a=$a '/^[ ]*[0-9.]+ / && $NF != "total" { print "syscall-top " a " " $NF " calls=" (($4 ~ /^[0-9]+$/) ? $4 : $3) }' /tmp/strace.$a | head -n 12
     done
 }
