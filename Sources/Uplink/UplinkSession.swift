@@ -32,6 +32,8 @@ public final class UplinkSession {
     /// Retained topics with a publish awaiting its PUBACK, and those with a newer state waiting for it.
     private var statesInFlight: Set<String> = []
     private var statesWaiting: Set<String> = []
+    /// An outage that overflows the outbox: one log line per streak, not per event dropped.
+    private var drops = LogStreak(.warn, "outbox full, events dropped", ended: "outbox no longer full")
 
     public init(link: MQTTLink, topics: Topics, outbox: any Outbox, birth: StatusPayload, window: Int = 100) {
         self.link = link
@@ -53,9 +55,10 @@ public final class UplinkSession {
         let sent = Set(inFlight.values.compactMap { if case .event(let seq) = $0 { return seq } else { return nil } })
         let (lost, failure) = outbox.append(batch, sparing: sent)
         note(failure)
-        if !lost.isEmpty {
-            Log.warn("outbox full, events dropped", ["count": lost.count, "seqs": lost.map { "\($0.event.seq)" }
-                .joined(separator: ",")])
+        if lost.isEmpty {
+            drops.ended()
+        } else {
+            drops.occurred(lost.count, ["first_seq": lost[0].event.seq, "last_seq": lost[lost.count - 1].event.seq])
         }
         pump()
         return lost
@@ -160,6 +163,7 @@ public final class UplinkSession {
             case .event(let seq):
                 eventsInFlight -= 1
                 note(outbox.remove(seq: seq))
+                if outbox.count < outbox.capacity { drops.ended() }
                 pump()
             case .announcement(let seq):
                 if announcement?.event.seq == seq { announcement = nil }

@@ -141,19 +141,23 @@ final class AgentRuntime: @unchecked Sendable {
                 stopSource()
                 return stop(exitCode: ExitCode.success)
             }
-            let input = inbox.next(until: [timer?.real, watchdogDue, clockDue].compactMap { $0 }.min()) ?? due()
+            let input = inbox.next(until: [timer?.real, watchdogDue, clockDue, shedDue].compactMap { $0 }.min()) ?? due()
             guard let input else { continue }
             switch input {
             case .lines:
                 let batch = lineQueue.take()
                 for change in batch.changes { garage.handle(change, into: &events) }
-                if batch.shed > 0 { declareShed(batch) }
+                if batch.shed > 0 { shed(batch) }
                 flush()
             case .tick:
                 timer = nil
                 garage.advance(to: clock.now(), into: &events)
                 flush()
             case .housekeeping:
+                if let due = shedDue, due <= Inbox.now() {
+                    declareShed()
+                    flush()
+                }
                 if let due = watchdogDue, let every = options.service.watchdogInterval, due <= Inbox.now() {
                     options.service.alive()   // the watchdog is fed by the event loop itself
                     watchdogDue = Inbox.now() + every.nanosecondCount
@@ -203,7 +207,7 @@ final class AgentRuntime: @unchecked Sendable {
     private func due() -> AgentInput? {
         let now = Inbox.now()
         if let timer, timer.real <= now { return .tick }
-        if [watchdogDue, clockDue].contains(where: { $0.map { $0 <= now } ?? false }) { return .housekeeping }
+        if [watchdogDue, clockDue, shedDue].contains(where: { $0.map { $0 <= now } ?? false }) { return .housekeeping }
         return nil
     }
 
@@ -212,6 +216,7 @@ final class AgentRuntime: @unchecked Sendable {
         Log.info("stopping", ["outbox": session.outboxCount])
         options.service.stopping()
         garage.advance(to: clock.now(), into: &events)
+        declareShed()
         flush()
         // flush() arms the garage's next timer; nothing is due any more once stopping.
         timer = nil
@@ -314,12 +319,35 @@ final class AgentRuntime: @unchecked Sendable {
 
     /// Line changes shed by an overloaded loop never reached the garage (each input still ends at its true level):
     /// said in the log and to the backend, so a burst never changes the garage silently.
-    private func declareShed(_ batch: LineQueue.Batch) {
-        let names = batch.shedInputs.sorted().map { config.inputs[$0].ref.description }
-        Log.warn("line changes shed, the event loop fell behind", ["shed": batch.shed, "inputs": names.joined(separator: ",")])
+    /// A sustained overload is declared once per `shedInterval` at most (events about shedding must not add to
+    /// the load): the first batch that sheds at once, later ones summed until the interval has passed.
+    private func shed(_ batch: LineQueue.Batch) {
+        unannouncedShed.count += batch.shed
+        unannouncedShed.inputs.formUnion(batch.shedInputs)
+        let now = Inbox.now()
+        if let last = shedDeclaredAt, now - last < AgentRuntime.shedInterval {
+            shedDue = shedDue ?? last + AgentRuntime.shedInterval
+        } else {
+            declareShed()
+        }
+    }
+
+    private static let shedInterval: Int64 = 5_000_000_000
+    private var unannouncedShed: (count: Int, inputs: Set<Int>) = (0, [])
+    private var shedDeclaredAt: Int64?
+    private var shedDue: Int64?
+
+    private func declareShed() {
+        shedDue = nil
+        let (count, inputs) = unannouncedShed
+        guard count > 0 else { return }
+        unannouncedShed = (0, [])
+        shedDeclaredAt = Inbox.now()
+        let names = inputs.sorted().map { config.inputs[$0].ref.description }
+        Log.warn("line changes shed, the event loop fell behind", ["shed": count, "inputs": names.joined(separator: ",")])
         deviceEvent("input.shed") {
-            $0.dropped = batch.shed
-            $0.reason = "the agent fell behind: \(batch.shed) line changes of \(names.joined(separator: ", ")) were "
+            $0.dropped = count
+            $0.reason = "the agent fell behind: \(count) line changes of \(names.joined(separator: ", ")) were "
                 + "shed, each input kept at its last level"
         }
     }
