@@ -69,7 +69,7 @@ final class AgentRuntime: @unchecked Sendable {
             subscriptions: [topics.commands])
         settings.tls = config.mqtt.tls.map { ($0.ca, $0.cert, $0.key) }
         settings.protocolVersion = Int32(config.mqtt.protocolVersion)
-        link = MQTTLink(settings: settings) { [inbox] in inbox.post(.uplink($0)) }
+        link = MQTTLink(settings: settings, emitAll: { [inbox] events in inbox.post(contentsOf: events.lazy.map { .uplink($0) }) })
         let birth = StatusPayload(state: "online", version: AgentVersion.current, configHash: options.configHash,
                                   boot: stamper.state.boot, since: stamper.wallTime(clock.now()), mode: options.mode)
         let outbox: any Outbox

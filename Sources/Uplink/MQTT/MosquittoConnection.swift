@@ -17,20 +17,22 @@ final class MosquittoConnection: @unchecked Sendable {
     let broker: LinkSettings.Broker
     let number: UInt64
 
-    /// What the callbacks may touch: the event sink and the CONNACK result, nothing else.
+    /// What the callbacks may touch: the events they report (taken by the link's thread after each round of
+    /// reading and writing, and handed on together) and the CONNACK result, nothing else.
     final class CallbackContext: Sendable {
         let number: UInt64
         let broker: String
-        let emit: @Sendable (UplinkEvent) -> Void
+        let events = Mutex<[UplinkEvent]>([])
         /// -1 until CONNACK; then the CONNACK code (0 accepted).
         let connack = Atomic<Int32>(-1)
         let received = Atomic<UInt64>(0)
 
-        init(number: UInt64, broker: String, emit: @escaping @Sendable (UplinkEvent) -> Void) {
+        init(number: UInt64, broker: String) {
             self.number = number
             self.broker = broker
-            self.emit = emit
         }
+
+        func emit(_ event: UplinkEvent) { events.withLock { $0.append(event) } }
     }
 
     static let libraryReady: Bool = {
@@ -49,11 +51,9 @@ final class MosquittoConnection: @unchecked Sendable {
         context.release()
     }
 
-    static func make(settings: LinkSettings, broker: LinkSettings.Broker, number: UInt64,
-                     emit: @escaping @Sendable (UplinkEvent) -> Void) throws(UplinkError) -> MosquittoConnection {
+    static func make(settings: LinkSettings, broker: LinkSettings.Broker, number: UInt64) throws(UplinkError) -> MosquittoConnection {
         guard libraryReady else { throw UplinkError(.library, "libmosquitto failed to initialise") }
-        let context = Unmanaged.passRetained(CallbackContext(number: number, broker: broker.description,
-                                                             emit: emit))
+        let context = Unmanaged.passRetained(CallbackContext(number: number, broker: broker.description))
         guard let handle = mosquitto_new(settings.clientID, settings.cleanSession, context.toOpaque()) else {
             context.release()
             throw UplinkError(.library, "cannot create an MQTT client (out of memory?)")
@@ -104,6 +104,14 @@ final class MosquittoConnection: @unchecked Sendable {
 
     /// Keepalive: a PINGREQ when due, or the end of a connection whose PINGRESP never came.
     func loopMisc() -> Int32 { mosquitto_loop_misc(handle) }
+
+    /// What the callbacks reported since the last call (PUBACKs, messages), oldest first.
+    func takeEvents() -> [UplinkEvent] {
+        context.takeUnretainedValue().events.withLock { events in
+            defer { events.removeAll(keepingCapacity: true) }
+            return events
+        }
+    }
 
     /// Publishes received so far (a QoS 1 publish is answered with a PUBACK written while reading).
     var received: UInt64 { context.takeUnretainedValue().received.load(ordering: .acquiring) }
