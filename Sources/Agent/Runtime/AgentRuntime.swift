@@ -95,6 +95,9 @@ final class AgentRuntime: @unchecked Sendable {
         }
         try stamper.state.atLeast(seq: outboxHighest, from: config.outbox.path + "/outbox.log")
         session = UplinkSession(link: link, topics: topics, outbox: outbox, birth: birth)
+        // Connecting (name lookup, TCP, TLS, CONNACK) overlaps the rest of the start: `boot` is on disk by now, and
+        // the link's events wait in the inbox until the loop runs.
+        link.start()
     }
 
     /// Outbox trouble found while opening it, announced as fault events once running.
@@ -127,7 +130,6 @@ final class AgentRuntime: @unchecked Sendable {
         for problem in startProblems { deviceEvent("outbox.fault") { $0.reason = problem } }
         flush()
         publishChangedStates()
-        link.start()
         let stopSource = source.start(clock: clock, into: lineQueue, inbox: inbox)
         Log.info("agent running", ["site": config.site, "device": config.device, "lanes": config.lanes.count,
                                    "spots": config.spots.count, "boot": stamper.state.boot])
