@@ -9,6 +9,7 @@ enum Commands {
         """,
         version: AgentVersion.current,
         commands: [RunCommand.spec, CheckConfigCommand.spec, LinesCommand.spec, DiagnoseCommand.spec,
+                   WalkTestCommand.spec,
                    MonitorCommand.spec, VersionCommand.spec])
 
     /// Runs the command line; returns the exit code.
@@ -23,6 +24,7 @@ enum Commands {
         case CheckConfigCommand.spec.name: return CheckConfigCommand.run(parsed)
         case LinesCommand.spec.name: return LinesCommand.run(parsed)
         case DiagnoseCommand.spec.name: return await DiagnoseCommand.run(parsed)
+        case WalkTestCommand.spec.name: return await WalkTestCommand.run(parsed)
         case MonitorCommand.spec.name: return await MonitorCommand.run(parsed)
         case VersionCommand.spec.name: return VersionCommand.run(parsed)
         default: return ExitCode.usage
