@@ -8,7 +8,7 @@ enum Commands {
         publishes occupancy, passages, check-ins and faults over MQTT.
         """,
         version: AgentVersion.current,
-        commands: [RunCommand.spec, CheckConfigCommand.spec, LinesCommand.spec, DiagnoseCommand.spec,
+        commands: [RunCommand.spec, CheckConfigCommand.spec, DoctorCommand.spec, LinesCommand.spec, DiagnoseCommand.spec,
                    WalkTestCommand.spec,
                    MonitorCommand.spec, VersionCommand.spec])
 
@@ -24,6 +24,7 @@ enum Commands {
         case CheckConfigCommand.spec.name: return CheckConfigCommand.run(parsed)
         case LinesCommand.spec.name: return LinesCommand.run(parsed)
         case DiagnoseCommand.spec.name: return await DiagnoseCommand.run(parsed)
+        case DoctorCommand.spec.name: return await DoctorCommand.run(parsed)
         case WalkTestCommand.spec.name: return await WalkTestCommand.run(parsed)
         case MonitorCommand.spec.name: return await MonitorCommand.run(parsed)
         case VersionCommand.spec.name: return VersionCommand.run(parsed)
