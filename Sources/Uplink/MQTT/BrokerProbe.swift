@@ -122,13 +122,14 @@ public enum BrokerProbe {
             var asked = false
             while monotonicSeconds() < phaseEnd {
                 let rc = connection.loop(timeoutMs: 50)
+                // A refusing broker sends its CONNACK and closes: the code first, then the loop's error.
+                let connack = connection.connack
+                if connack >= 0 { outcome.withLock { $0.connack = connack } }
+                if connack > 0 { return }
                 if rc != MOSQ_ERR_SUCCESS.rawValue {
                     outcome.withLock { $0.networkError = rc }
                     return
                 }
-                let connack = connection.connack
-                if connack >= 0 { outcome.withLock { $0.connack = connack } }
-                if connack > 0 { return }
                 if connack == 0 && !asked {
                     asked = true
                     phaseEnd = monotonicSeconds() + timeout
@@ -203,14 +204,13 @@ public enum BrokerProbe {
         switch o.connack {
         case 0:
             steps.append(ProbeStep(.ok, "authenticated \(user)"))
-        case 134, 4:
+        case 134, 4, 135, 5:
+            // mosquitto 2.0 answers a wrong password with 135 (not authorized), not 134.
             return steps + [ProbeStep(.failed, "authentication \(user)", detail: "broker: \(describeConnack(o.connack))",
-                                      fix: "check username= and password= in the credentials file (\(settings.username == nil ? "none configured: mqtt.credentials" : "mqtt.credentials")) "
-                                        + "against the broker's password file (mosquitto_passwd -b FILE USER PASSWORD)")]
-        case 135, 5:
-            return steps + [ProbeStep(.failed, "authentication \(user)", detail: "broker: \(describeConnack(o.connack))",
-                                      fix: settings.username == nil ? "the broker wants a login: set mqtt.credentials to a file with username= and password="
-                                        : "the broker does not let this user connect: check its password file and allow_anonymous/listener settings")]
+                                      fix: settings.username == nil
+                                        ? "the broker wants a login: set mqtt.credentials to a file with username= and password= (mode 600)"
+                                        : "check username= and password= in the credentials file (mqtt.credentials) against the "
+                                            + "broker's password file (mosquitto_passwd -b FILE USER PASSWORD, then reload mosquitto)")]
         default:
             return steps + [ProbeStep(.failed, "MQTT connection accepted", detail: "broker refused: \(describeConnack(o.connack))",
                                       fix: "the broker must speak MQTT 5 or 3.1.1 (mosquitto 2.x does)")]

@@ -13,9 +13,9 @@ public struct CertificateInfo: Sendable, Equatable {
     /// The first certificate of a PEM file's text.
     public static func pem(_ bytes: [UInt8]) -> CertificateInfo? {
         let lines = String(decoding: bytes, as: UTF8.self).split(whereSeparator: \.isNewline)
-            .map { $0.filter { !$0.isWhitespace } }
-        guard let begin = lines.firstIndex(of: "-----BEGIN CERTIFICATE-----"),
-              let end = lines[begin...].firstIndex(of: "-----END CERTIFICATE-----") else { return nil }
+            .map { $0.filter { !$0.isWhitespace } }   // spaces too: "-----BEGINCERTIFICATE-----"
+        guard let begin = lines.firstIndex(of: "-----BEGINCERTIFICATE-----"),
+              let end = lines[begin...].firstIndex(of: "-----ENDCERTIFICATE-----") else { return nil }
         guard let der = Data(base64Encoded: lines[(begin + 1)..<end].joined()) else { return nil }
         return CertificateInfo.der(Array(der))
     }
