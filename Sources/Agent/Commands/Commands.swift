@@ -9,7 +9,7 @@ enum Commands {
         """,
         version: AgentVersion.current,
         commands: [RunCommand.spec, CheckConfigCommand.spec, LinesCommand.spec, DiagnoseCommand.spec,
-                   MonitorCommand.spec, VersionCommand.spec])
+                   StatusCommand.spec, MonitorCommand.spec, VersionCommand.spec])
 
     /// Runs the command line; returns the exit code.
     static func main(_ args: [String]) async -> Int32 {
@@ -23,6 +23,7 @@ enum Commands {
         case CheckConfigCommand.spec.name: return CheckConfigCommand.run(parsed)
         case LinesCommand.spec.name: return LinesCommand.run(parsed)
         case DiagnoseCommand.spec.name: return await DiagnoseCommand.run(parsed)
+        case StatusCommand.spec.name: return await StatusCommand.run(parsed)
         case MonitorCommand.spec.name: return await MonitorCommand.run(parsed)
         case VersionCommand.spec.name: return VersionCommand.run(parsed)
         default: return ExitCode.usage
