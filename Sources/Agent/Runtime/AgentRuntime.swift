@@ -344,7 +344,8 @@ actor AgentRuntime {
     private func command(topic: String, payload: [UInt8]) {
         guard topic.hasPrefix(topics.prefix + "/cmd/") else { return }
         let name = String(topic.dropFirst(topics.prefix.count + 5))
-        let reply = CommandHandler.handle(name: name, payload: payload, garage: &garage, status: { statusSnapshot.build() })
+        let reply = CommandHandler.handle(name: name, payload: payload, garage: &garage,
+                                          status: name == "diag" ? statusSnapshot.build() : nil)
         Log.info("command", ["name": String(name.prefix(40)), "ok": reply.ok])
         session.publishReply(topic: topics.reply, payload: reply.payload)
         if reply.ok && name == "rebirth" { session.rebirth() }

@@ -28,7 +28,8 @@ enum CommandHandler {
         var payload: [UInt8]
     }
 
-    static func handle(name: String, payload: [UInt8], garage: inout Garage, status: () -> AgentStatus) -> Outcome {
+    /// `status`: the agent's status, for `diag` (built by the caller, who owns the garage).
+    static func handle(name: String, payload: [UInt8], garage: inout Garage, status: AgentStatus?) -> Outcome {
         let shownName = name.count > 40 ? String(name.prefix(40)) + "…" : name
         let id = WireJSON.decode(CommandEnvelope.self, from: payload)?.id
         func reply(_ ok: Bool, _ error: String? = nil) -> Outcome {
@@ -57,10 +58,10 @@ enum CommandHandler {
             Log.threshold = level
             return reply(true)
         case "diag":
-            guard payload.isEmpty || WireJSON.decode(CommandEnvelope.self, from: payload) != nil else {
+            guard let status, payload.isEmpty || WireJSON.decode(CommandEnvelope.self, from: payload) != nil else {
                 return reply(false, "expected {} or {\"id\": \"optional text\"}")
             }
-            return Outcome(ok: true, payload: DiagReply.encode(id: id, status: status()))
+            return Outcome(ok: true, payload: DiagReply.encode(id: id, status: status))
         default:
             return reply(false, "unknown command; known: \(known)")
         }
