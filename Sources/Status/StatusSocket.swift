@@ -30,7 +30,7 @@ public enum StatusSocket {
     }
 
     /// Fills a unix socket address; nil when the path does not fit.
-    static func address(_ path: String) -> sockaddr_un? {
+    public static func address(_ path: String) -> sockaddr_un? {
         let bytes = Array(path.utf8)
         guard !bytes.isEmpty, bytes.count <= pathLimit else { return nil }
         var addr = sockaddr_un()

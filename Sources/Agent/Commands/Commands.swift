@@ -9,8 +9,7 @@ enum Commands {
         """,
         version: AgentVersion.current,
         commands: [RunCommand.spec, CheckConfigCommand.spec, DoctorCommand.spec, LinesCommand.spec, DiagnoseCommand.spec,
-                   WalkTestCommand.spec,
-                   MonitorCommand.spec, VersionCommand.spec])
+                   WalkTestCommand.spec, StatusCommand.spec, MonitorCommand.spec, VersionCommand.spec])
 
     /// Runs the command line; returns the exit code.
     static func main(_ args: [String]) async -> Int32 {
@@ -26,6 +25,7 @@ enum Commands {
         case DiagnoseCommand.spec.name: return await DiagnoseCommand.run(parsed)
         case DoctorCommand.spec.name: return await DoctorCommand.run(parsed)
         case WalkTestCommand.spec.name: return await WalkTestCommand.run(parsed)
+        case StatusCommand.spec.name: return await StatusCommand.run(parsed)
         case MonitorCommand.spec.name: return await MonitorCommand.run(parsed)
         case VersionCommand.spec.name: return VersionCommand.run(parsed)
         default: return ExitCode.usage

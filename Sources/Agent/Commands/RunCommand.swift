@@ -1,3 +1,4 @@
+import AgentStatus
 import ConfigFile
 import Dispatch
 import FoundationEssentials
@@ -69,7 +70,11 @@ enum RunCommand {
             return ExitCode.config
         }
         let signals = SignalHandlers(onStop: { runtime.requestStop() })
+        let statusPath = StatusSocket.path(runtimeDirectory: ProcessInfo.processInfo.environment["RUNTIME_DIRECTORY"],
+                                           outboxPath: config.outbox.path)
+        let statusServer = StatusServer.start(path: statusPath) { runtime.requestStatus($0) }
         let code = await runtime.run()
+        statusServer?.stop()
         signals.cancel()
         return code
     }

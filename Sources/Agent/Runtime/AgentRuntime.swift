@@ -38,6 +38,9 @@ actor AgentRuntime {
     private var timer: (due: MonotonicInstant, task: Task<Void, Never>)?
     private var clockSynced = false
     private var housekeeping: Task<Void, Never>?
+    private var tracker: StatusTracker
+    private var statusSchedule: RetainedStatusSchedule
+    private var statusTimer: Task<Void, Never>?
 
     init(config: AgentConfig, source: LineSource, clock: AgentClock, credentials: Credentials?,
          options: Options) throws(DeviceState.Exhausted) {
@@ -46,6 +49,8 @@ actor AgentRuntime {
         self.clock = clock
         self.source = source
         garage = Garage(config: config)
+        tracker = StatusTracker(initial: source.initialLevels(count: config.inputs.count), at: clock.now())
+        statusSchedule = RetainedStatusSchedule(every: config.mqtt.statusEvery)
         stamper = EventStamper(state: try DeviceState(directory: config.outbox.path), clock: clock,
                                kernelBoot: EventStamper.readKernelBoot())
         topics = Topics(site: config.site, device: config.device)
@@ -142,6 +147,7 @@ actor AgentRuntime {
             }
             switch input {
             case .lines(let changes):
+                tracker.note(changes)
                 for change in changes { garage.handle(change, into: &events) }
                 flush()
             case .tick:
@@ -152,6 +158,7 @@ actor AgentRuntime {
                 checkClock()
                 options.service.alive()   // the watchdog is fed by the event loop itself
             case .uplink(let event):
+                noteForStatus(event)
                 session.handle(event)
                 switch event {
                 case .message(let topic, let payload): command(topic: topic, payload: payload)
@@ -182,7 +189,12 @@ actor AgentRuntime {
                 return await stop(exitCode: ExitCode.success)
             case .stopGraceElapsed:
                 continue
+            case .status(let request):
+                request.answer(statusSnapshot.build())
+            case .statusDue:
+                statusSchedule.woke()
             }
+            refreshStatus()
         }
         return 0
     }
@@ -193,6 +205,7 @@ actor AgentRuntime {
         options.service.stopping()
         timer?.task.cancel()
         housekeeping?.cancel()
+        statusTimer?.cancel()
         garage.advance(to: clock.now(), into: &events)
         flush()
         // flush() arms the garage's next timer; nothing is due any more once stopping.
@@ -213,10 +226,12 @@ actor AgentRuntime {
                 }
                 if case .lines(let changes) = input { unread += changes.count }
                 switch input {
+                case .status(let request):
+                    request.answer(statusSnapshot.build())
                 case .uplink(let event):
                     session.handle(event)
                     if !session.isConnected || (session.offlineAcknowledged && session.settled) { break waiting }
-                case .lines, .tick, .sourceFinished, .stop, .housekeeping, .inputLost, .stopGraceElapsed:
+                case .lines, .tick, .sourceFinished, .stop, .housekeeping, .inputLost, .stopGraceElapsed, .statusDue:
                     continue   // (the grace's end is its flag, read above)
                 }
             }
@@ -241,6 +256,7 @@ actor AgentRuntime {
         let entries = events.map { stamper.stamp($0, synced: clockSynced) } + deviceEvents
         events.removeAll(keepingCapacity: true)
         deviceEvents.removeAll()
+        tracker.note(entries)
         stamper.state.setLaneCounts(garage.laneCounts)
         stamper.state.save()
         for entry in entries { Log.debug("event", ["type": entry.event.type, "seq": entry.event.seq]) }
@@ -275,6 +291,7 @@ actor AgentRuntime {
     private func announceDrops() {
         guard session.isConnected, stamper.state.announcement == nil, let drops = stamper.state.drops else { return }
         Log.warn("announcing dropped events", ["count": drops.count, "first_seq": drops.firstSeq, "last_seq": drops.lastSeq])
+        tracker.dropsDeclared += drops.count
         let entry = stamper.stampDevice(type: "outbox.dropped", at: clock.now(), synced: clockSynced) {
             $0.dropped = drops.count
             $0.firstSeq = drops.firstSeq
@@ -327,12 +344,54 @@ actor AgentRuntime {
     private func command(topic: String, payload: [UInt8]) {
         guard topic.hasPrefix(topics.prefix + "/cmd/") else { return }
         let name = String(topic.dropFirst(topics.prefix.count + 5))
-        let reply = CommandHandler.handle(name: name, payload: payload, garage: &garage)
-        Log.info("command", ["name": name, "ok": reply.ok])
-        session.publishReply(topic: topics.reply, payload: WireJSON.encode(reply))
+        let reply = CommandHandler.handle(name: name, payload: payload, garage: &garage,
+                                          status: name == "diag" ? statusSnapshot.build() : nil)
+        Log.info("command", ["name": String(name.prefix(40)), "ok": reply.ok])
+        session.publishReply(topic: topics.reply, payload: reply.payload)
         if reply.ok && name == "rebirth" { session.rebirth() }
         stamper.state.setLaneCounts(garage.laneCounts)
         stamper.state.save()
         publishChangedStates()
+    }
+
+    // MARK: - Status (built in Sources/Agent/Status)
+
+    /// For the status socket's thread: the event loop answers when it gets to the request.
+    nonisolated func requestStatus(_ request: StatusRequest) {
+        continuation.yield(.status(request))
+    }
+
+    private var statusSnapshot: StatusSnapshot {
+        StatusSnapshot(config: config, garage: garage, session: session, stamper: stamper, tracker: tracker,
+                       configHash: options.configHash, mode: options.mode, clockSynced: clockSynced)
+    }
+
+    /// Link events for the status; a new connection's birth carries the facts as they are now.
+    private func noteForStatus(_ event: UplinkEvent) {
+        tracker.note(event, at: clock.now())
+        if case .connected = event { publishStatus(statusSnapshot) }
+    }
+
+    /// Republishes the retained status when its facts changed, at most once per `mqtt.status_every`.
+    private func refreshStatus() {
+        let snapshot = statusSnapshot
+        switch statusSchedule.decide(snapshot.health, connected: session.isConnected, now: RetainedStatusSchedule.now) {
+        case .nothing:
+            break
+        case .publishNow:
+            publishStatus(snapshot)
+        case .wake(let delay):
+            statusTimer = Task { [continuation] in
+                try? await Task.sleep(for: delay)
+                if !Task.isCancelled { continuation.yield(.statusDue) }
+            }
+        }
+    }
+
+    private func publishStatus(_ snapshot: StatusSnapshot) {
+        let health = snapshot.health
+        session.updateStatus(session.birth.with(health, uptimeSeconds: Int(tracker.uptimeSeconds),
+                                                outboxOldestAgeSeconds: snapshot.oldestAgeSeconds.map { Int($0) }))
+        statusSchedule.didPublish(health, at: RetainedStatusSchedule.now)
     }
 }
