@@ -201,3 +201,27 @@ import Testing
         #expect((report["wall_s"] as? Double ?? 99) < 20)
     }
 }
+
+/// While the agent runs, doctor reads its status (link, inputs, outbox) instead of grabbing anything.
+@Suite struct DoctorWithServiceTests {
+    @Test func aRunningAgentIsReadThroughItsStatus() throws {
+        let broker = try Broker()
+        let dir = temporaryDirectory()
+        let config = try DoctorTests().writeConfig(dir, mqtt: "  brokers: [\"\(broker.url)\"]")
+        let agent = try Child(agentBinary, ["run", "--config", config, "--speed", "60"])
+        defer { agent.signal(SIGTERM); _ = agent.wait(10) }
+        var report: [String: Any] = [:], output = ""
+        let connected = eventually(15) {
+            (_, report, output) = (try? DoctorTests().doctor(config)) ?? (0, [:], "")
+            return DoctorTests().checks(report, section: "service").contains { $0["title"] as? String == "its link is connected" }
+        }
+        #expect(connected, "\(output)\n\(agent.stderr)")
+        let service = DoctorTests().checks(report, section: "service")
+        #expect((service.first?["detail"] as? String)?.contains("pid \(agent.pid)") == true, "\(service)")
+        let inputs = DoctorTests().checks(report, section: "inputs")
+        #expect(inputs.first?["title"] as? String == "1 input watched by the running service", "\(inputs)")
+        let outbox = DoctorTests().checks(report, section: "outbox")
+        #expect(outbox.contains { ($0["detail"] as? String)?.hasSuffix("(from the running service)") == true }, "\(outbox)")
+        #expect(DoctorTests().failed(report).isEmpty, "\(output)")
+    }
+}

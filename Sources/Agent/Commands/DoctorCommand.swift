@@ -20,7 +20,8 @@ enum DoctorCommand {
         clock (adjtimex), the outbox directory (write + fsync, free space, pending events and the oldest one's age),
         and each broker: name resolution, TCP, TLS handshake and certificate (expiry date), authentication,
         publishing in the device's tree (QoS 1 to .../doctor, MQTT 5 PUBACK reason code, and the message coming
-        back), and subscribing to its commands (SUBACK). Every network step is bounded by --timeout.
+        back: the broker's ACL must allow .../doctor both ways, see deploy/mosquitto/acl.conf), and subscribing to
+        its commands (SUBACK). Every network step is bounded by --timeout.
         Run it as the service's user (sudo -u parkwise parkwise-agent doctor). Exit 0 when everything needed
         to run is right (warnings allowed), 1 when a check failed, 78 when the config or the files it names
         are not usable (as check-config).

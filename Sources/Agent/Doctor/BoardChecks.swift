@@ -34,14 +34,15 @@ enum BoardChecks {
 
     static func lines(_ config: AgentConfig, service: ServiceChecks.Found) -> [ProbeStep] {
         let inputs = config.inputs
-        if config.board == .simulated { return [ProbeStep(.ok, "no lines to check (simulated)")] }
         if inputs.isEmpty { return [ProbeStep(.warning, "no inputs configured", fix: "add lanes or spots to the config")] }
+        if config.board == .simulated && service.status == nil { return [ProbeStep(.ok, "no lines to check (simulated)")] }
         if service.running {
             guard let status = service.status else {
                 return [ProbeStep(.warning, "the lines are held by the running service and its status is not available",
                                   fix: "look again once `parkwise-agent status` answers, or stop the service to let doctor request them")]
             }
-            var steps = [ProbeStep(.ok, "\(status.inputs.count) lines watched by the running service")]
+            var steps = [ProbeStep(.ok, "\(CheckConfigCommand.count(status.inputs.count, "input")) watched by the running service",
+                                   detail: status.mode == "live" ? nil : "\(status.mode), not GPIO")]
             for input in status.inputs where input.health != "ok" {
                 steps.append(ProbeStep(.warning, "\(input.feeds) (\(input.input)) is \(input.health)", fix: healthFix(input.health)))
             }

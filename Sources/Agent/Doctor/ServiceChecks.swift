@@ -1,4 +1,5 @@
 import AgentStatus
+import Glibc
 import ConfigFile
 import ParkWiseCore
 import Uplink
@@ -12,6 +13,13 @@ enum ServiceChecks {
     }
 
     static func check(_ config: AgentConfig, configPath: String) -> Found {
+        let lock = config.outbox.path + "/agent.lock"
+        var st = stat()
+        if (stat(lock, &st) != 0 && errno == EACCES) || (stat(lock, &st) == 0 && access(lock, R_OK) != 0) {
+            return Found(running: false, status: nil, steps: [
+                ProbeStep(.warning, "cannot tell whether the agent service runs", detail: "\(lock) is not readable by \(HostChecks.userName())",
+                          fix: "run doctor as the service's user: sudo -u parkwise parkwise-agent doctor")])
+        }
         guard let holder = StateDirectoryLock.holder(directory: config.outbox.path) else {
             return Found(running: false, status: nil, steps: [
                 ProbeStep(.warning, "the agent service is not running", detail: "nobody holds \(config.outbox.path)/agent.lock",
