@@ -54,7 +54,7 @@ enum DoctorCommand {
             let checks = report.sections.flatMap(\.checks)
             let count = { (status: ProbeStep.Status) in checks.count(where: { $0.status == status.rawValue }) }
             say("\(checks.count) checks: \(count(.ok)) ok, \(count(.warning)) warnings, \(count(.failed)) failed in "
-                + "\(Double(Int(report.wallSeconds * 10)) / 10) s: "
+                + "\(Double(Int(report.wallSeconds * 100)) / 100) s: "
                 + (report.ok ? "ready to run" : "NOT ready to run (exit \(report.exitCode))"))
         }
         return report.exitCode
@@ -68,7 +68,6 @@ enum DoctorCommand {
             report.add(name, steps)
             show(report.sections[report.sections.count - 1])
         }
-        defer { report.wallSeconds = Double(AgentClock.read(CLOCK_MONOTONIC) - start) / 1e9 }
         let config: AgentConfig
         do {
             config = try ConfigFile.load(path: path)
@@ -111,6 +110,7 @@ enum DoctorCommand {
             add("brokers", [ProbeStep(.failed, "not checked: the credentials and TLS files above must be right first")])
         }
         report.exitCode = !filesOK ? ExitCode.config : report.ok ? ExitCode.success : ExitCode.failure
+        report.wallSeconds = Double(AgentClock.read(CLOCK_MONOTONIC) - start) / 1e9
         return report
     }
 }
