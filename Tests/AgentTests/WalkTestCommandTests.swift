@@ -127,6 +127,23 @@ import Testing
         #expect(child.stdout.contains("1 skipped, 2 untested"), "\(child.stdout)")
     }
 
+    /// On a terminal (a pty from script(1)) one key press is enough: the terminal is in non-canonical mode.
+    @Test func singleKeysOnATerminal() throws {
+        let dir = temporaryDirectory()
+        let configPath = dir.appendingPathComponent("walk.yaml").path
+        try Self.config.write(toFile: configPath, atomically: true, encoding: .utf8)
+        let tracePath = dir.appendingPathComponent("walk.jsonl").path
+        try "{\"t_ms\": 30000, \"input\": \"GPIO22\", \"value\": 1}\n".write(toFile: tracePath, atomically: true, encoding: .utf8)
+        let command = "\(agentBinary) walk-test --config \(configPath) --replay \(tracePath) --report \(dir.path)/report.json"
+        let child = try Child("/usr/bin/script", ["-qfec", command, "/dev/null"], input: true)
+        #expect(eventually(10) { child.stdout.contains("(s skip, r retry, q quit)") }, "\(child.stdout)\(child.stderr)")
+        child.send("s")   // no newline: a canonical-mode terminal would hold it back
+        #expect(eventually(10) { child.stdout.contains("[2/3] Cover P1-A-01") }, "\(child.stdout)")
+        child.send("q")
+        #expect(child.wait(10) == 1, "\(child.stdout)")
+        #expect(child.stdout.contains("1 skipped, 2 untested"))
+    }
+
     @Test func aRunningServiceIsNamedInsteadOfFightingForTheLines() throws {
         let dir = temporaryDirectory()
         let outbox = dir.appendingPathComponent("outbox").path
