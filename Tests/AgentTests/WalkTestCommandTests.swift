@@ -109,13 +109,18 @@ import Testing
         #expect(second == 0)
     }
 
-    @Test func skipAndQuitThroughAPipe() throws {
+    /// The config and a trace in which nothing happens for 30 s: only the keys move the walk on.
+    func quietWalk() throws -> (URL, String, String) {
         let dir = temporaryDirectory()
         let configPath = dir.appendingPathComponent("walk.yaml").path
         try Self.config.write(toFile: configPath, atomically: true, encoding: .utf8)
         let tracePath = dir.appendingPathComponent("walk.jsonl").path
-        // Nothing happens for 30 s: only the keys move the walk on.
         try "{\"t_ms\": 30000, \"input\": \"GPIO22\", \"value\": 1}\n".write(toFile: tracePath, atomically: true, encoding: .utf8)
+        return (dir, configPath, tracePath)
+    }
+
+    @Test func skipAndQuitThroughAPipe() throws {
+        let (dir, configPath, tracePath) = try quietWalk()
         let child = try Child(agentBinary, ["walk-test", "--config", configPath, "--replay", tracePath,
                                             "--report", dir.appendingPathComponent("report.json").path], input: true)
         #expect(eventually(10) { child.stdout.contains("[1/3] Drive over lane ramp") }, "\(child.stdout)\(child.stderr)")
@@ -129,11 +134,7 @@ import Testing
 
     /// On a terminal (a pty from script(1)) one key press is enough: the terminal is in non-canonical mode.
     @Test func singleKeysOnATerminal() throws {
-        let dir = temporaryDirectory()
-        let configPath = dir.appendingPathComponent("walk.yaml").path
-        try Self.config.write(toFile: configPath, atomically: true, encoding: .utf8)
-        let tracePath = dir.appendingPathComponent("walk.jsonl").path
-        try "{\"t_ms\": 30000, \"input\": \"GPIO22\", \"value\": 1}\n".write(toFile: tracePath, atomically: true, encoding: .utf8)
+        let (dir, configPath, tracePath) = try quietWalk()
         let command = "\(agentBinary) walk-test --config \(configPath) --replay \(tracePath) --report \(dir.path)/report.json"
         let child = try Child("/usr/bin/script", ["-qfec", command, "/dev/null"], input: true)
         #expect(eventually(10) { child.stdout.contains("(s skip, r retry, q quit)") }, "\(child.stdout)\(child.stderr)")
