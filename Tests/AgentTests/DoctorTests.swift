@@ -69,7 +69,11 @@ import Testing
         let config = try writeConfig(dir, mqtt: "  brokers: [\"mqtt://127.0.0.1:\(freePort())\"]")
         let (code, out, _) = try runAgent(["doctor", "--config", config, "--timeout", "2"], timeout: 30)
         #expect(code == 1)
-        #expect(out.contains("✗ TCP connect to port"), "\(out)")
+        // ✗ on a UTF-8 locale, FAIL elsewhere (the agent inherits this process's locale).
+        let env = ProcessInfo.processInfo.environment
+        let locale = [env["LC_ALL"], env["LC_CTYPE"], env["LANG"]].compactMap { $0 }.first { !$0.isEmpty } ?? ""
+        let mark = locale.lowercased().contains("utf") ? "✗" : "FAIL"
+        #expect(out.contains("\(mark) TCP connect to port"), "\(out)")
         #expect(out.contains("fix: nothing listens on port"))
         #expect(out.contains("NOT ready to run (exit 1)"))
     }

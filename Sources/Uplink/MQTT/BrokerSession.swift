@@ -25,7 +25,7 @@ extension BrokerProbe {
         copy.will = nil
         let settings = copy
         let recorder = ProbeRecorder()
-        let outcome = Mutex(Outcome())
+        let outcome = Shared(Outcome())
         let nonce = "doctor-\(getpid())-\(Int(monotonicSeconds() * 1000))"
         let thread = DedicatedThread {
             let connection: MosquittoConnection

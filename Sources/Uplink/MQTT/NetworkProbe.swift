@@ -1,5 +1,4 @@
 import Glibc
-import Synchronization
 
 /// A resolved address of a broker.
 struct Address: Sendable {
@@ -12,7 +11,7 @@ struct Address: Sendable {
 enum NetworkProbe {
     /// getaddrinfo on its own thread: a resolver that does not answer cannot hold the caller past `timeout`.
     static func resolve(host: String, port: Int, timeout: Double) -> Result<[Address], ProbeStep> {
-        let result = Mutex<Result<[Address], ProbeStep>?>(nil)
+        let result = Shared<Result<[Address], ProbeStep>?>(nil)
         let thread = DedicatedThread {
             var hints = addrinfo()
             hints.ai_socktype = Int32(SOCK_STREAM.rawValue)

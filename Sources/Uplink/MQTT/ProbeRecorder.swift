@@ -17,3 +17,11 @@ final class ProbeRecorder: Sendable {
     func message(topic: String, payload: [UInt8]) { state.withLock { $0.messages.append((topic, payload)) } }
     func log(_ line: String) { state.withLock { if $0.log.count < 20 { $0.log.append(line) } } }
 }
+
+/// A value a probe's thread and its caller share: a Mutex in a class, so closures capture a reference
+/// (a noncopyable Mutex itself is not captured by an escaping closure).
+final class Shared<Value: Sendable>: Sendable {
+    private let mutex: Mutex<Value>
+    init(_ value: Value) { mutex = Mutex(value) }
+    func withLock<R: Sendable>(_ body: (inout Value) -> R) -> R { mutex.withLock { body(&$0) } }
+}
