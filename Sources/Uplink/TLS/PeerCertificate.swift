@@ -72,7 +72,11 @@ enum PeerCertificate {
         let isAddress = host.allSatisfy { $0.isNumber || $0 == "." } || host.contains(":")
         if !isAddress {
             let name = Array(host.utf8)
-            extensions += ext(0x0000, u16(name.count + 3) + [0] + u16(name.count) + name)
+            var serverName = u16(name.count + 3)
+            serverName.append(0)
+            serverName += u16(name.count)
+            serverName += name
+            extensions += ext(0x0000, serverName)
         }
         let groups: [Int] = [0x001D, 0x0017, 0x0018]
         extensions += ext(0x000A, u16(groups.count * 2) + groups.flatMap(u16))
@@ -81,9 +85,21 @@ enum PeerCertificate {
         extensions += ext(0x000D, u16(signatures.count * 2) + signatures.flatMap(u16))
         var random = [UInt8](repeating: 0, count: 32)
         for i in random.indices { random[i] = UInt8.random(in: 0...255) }
-        let body: [UInt8] = [0x03, 0x03] + random + [0] + u16(suites.count * 2) + suites.flatMap(u16) + [1, 0]
-            + u16(extensions.count) + extensions
-        let handshake: [UInt8] = [0x01] + u24(body.count) + body
-        return [0x16, 0x03, 0x01] + u16(handshake.count) + handshake
+        // Appended piece by piece: one long `+` chain takes Swift 6.0's type checker too long.
+        var body: [UInt8] = [0x03, 0x03]
+        body += random
+        body.append(0)                                   // no session id
+        body += u16(suites.count * 2)
+        body += suites.flatMap(u16)
+        body += [1, 0]                                   // compression: none
+        body += u16(extensions.count)
+        body += extensions
+        var handshake: [UInt8] = [0x01]
+        handshake += u24(body.count)
+        handshake += body
+        var record: [UInt8] = [0x16, 0x03, 0x01]
+        record += u16(handshake.count)
+        record += handshake
+        return record
     }
 }
