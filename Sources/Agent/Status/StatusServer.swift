@@ -97,6 +97,12 @@ final class StatusServer: Sendable {
     }
 
     private func run() {
+        // Named as ps -L and /proc/PID/task/*/comm show it (pthread_setname_np is not in Swift's Glibc).
+        let comm = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
+        if comm >= 0 {
+            _ = DurableFile.writeAll(comm, Array("status-socket".utf8))
+            close(comm)
+        }
         var fds = [pollfd(fd: listener, events: Int16(POLLIN), revents: 0), pollfd(fd: wake.read, events: Int16(POLLIN), revents: 0)]
         while true {
             let n = poll(&fds, 2, -1)
