@@ -33,7 +33,7 @@ for _ in $(seq 1 50); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && bre
 printf '{"parkwise_trace": 1}\n' > "$work/empty.jsonl"
 start_agent() {   # outbox dir, log file; prints the pid
     "$agent" run --config hardware/examples/campus.yaml --replay "$work/empty.jsonl" \
-        --broker "mqtt://127.0.0.1:$port" --outbox "$1" 2> "$2" &
+        --broker "mqtt://127.0.0.1:$port" --outbox "$1" > /dev/null 2> "$2" &
     echo $!
 }
 wait_for() {   # log file, text
