@@ -10,6 +10,8 @@ public enum Log {
         case debug, info, warn, error
         public static func < (a: Level, b: Level) -> Bool { a.rawValue < b.rawValue }
         public var word: String { ["debug", "info", "warn", "error"][rawValue] }
+        /// The syslog priority journald reads from a `<N>` prefix: debug 7, info 6, warning 4, error 3.
+        var syslogPriority: Int { [7, 6, 4, 3][rawValue] }
 
         /// `debug`, `info`, `warn` or `error`.
         public init?(word: String) {
@@ -42,11 +44,21 @@ public enum Log {
         write(.error, message, fields)
     }
 
-    static func write(_ level: Level, _ message: StaticString, _ fields: KeyValuePairs<String, any CustomStringConvertible>) {
+    /// A line at a level chosen at run time.
+    public static func log(_ level: Level, _ message: StaticString, _ fields: KeyValuePairs<String, any CustomStringConvertible> = [:]) {
+        write(level, message, fields)
+    }
+
+    static func write(_ level: Level, _ message: StaticString, _ fields: KeyValuePairs<String, any CustomStringConvertible>,
+                      then more: [(String, String)] = []) {
         guard level >= threshold else { return }
-        var line = "\(level.word) \(message)"
+        var line = JournalStream.isStderr ? "<\(level.syslogPriority)>" : ""
+        line += "\(level.word) \(message)"
         for (key, value) in fields {
             line += " \(key)=\(quoted(value.description))"
+        }
+        for (key, value) in more {
+            line += " \(key)=\(quoted(value))"
         }
         line += "\n"
         // One write(2) per line, so lines from different threads never interleave.

@@ -18,6 +18,8 @@ public final class UplinkSession {
     private var connection: UInt64?
     private var inFlight: [Int32: Sent] = [:]
     private var offlineStatusAcked = false
+    /// An outage that overflows the outbox: one log line per streak, not per event dropped.
+    private var drops = LogStreak(.warn, "outbox full, events dropped", ended: "outbox no longer full")
 
     public init(link: MQTTLink, topics: Topics, outbox: any Outbox, birth: StatusPayload) {
         self.link = link
@@ -48,9 +50,10 @@ public final class UplinkSession {
         let sent = Set(inFlight.values.compactMap { if case .event(let seq) = $0 { return seq } else { return nil } })
         let (lost, failure) = outbox.append(batch, sparing: sent)
         note(failure)
-        if !lost.isEmpty {
-            Log.warn("outbox full, events dropped", ["count": lost.count, "seqs": lost.map { "\($0.event.seq)" }
-                .joined(separator: ",")])
+        if lost.isEmpty {
+            drops.ended()
+        } else {
+            drops.occurred(lost.count, ["first_seq": lost[0].event.seq, "last_seq": lost[lost.count - 1].event.seq])
         }
         guard connection != nil else { return lost }
         let lostSeqs = Set(lost.map(\.event.seq))
@@ -127,6 +130,7 @@ public final class UplinkSession {
             switch sent {
             case .event(let seq):
                 note(outbox.remove(seq: seq))
+                if outbox.count < outbox.capacity { drops.ended() }
             case .announcement(let seq):
                 if announcement?.event.seq == seq { announcement = nil }
                 acknowledgedAnnouncement = seq

@@ -356,5 +356,13 @@ let contractTrace = """
                 #expect(n <= b - a + 1, "\(d)")
             }
         }
+
+        // The overflow is one streak in the log, not a line per event: it starts once and ends
+        // once, with as many events as were declared.
+        let log = agent.stderr.split(separator: "\n")
+        let starts = log.filter { $0.hasPrefix("warn outbox full, events dropped") }
+        let ends = log.filter { $0.hasPrefix("info outbox no longer full") }
+        #expect(starts.count == 1, "\(starts)")
+        #expect(ends.count == 1 && ends[0].contains(" streak=\(declared) "), "\(ends), declared \(declared)")
     }
 }

@@ -75,12 +75,7 @@ public final class MQTTLink: Sendable {
                     emit(.disconnected(connection: number, reason: reason))
                 } else {
                     if reason != lastReason {
-                        if settings.cleanSession {
-                            Log.warn("broker unreachable, events stay in the outbox", ["broker": broker, "reason": reason])
-                        } else {
-                            // A consumer with a persistent session: the broker queues for it meanwhile.
-                            Log.warn("broker unreachable, it queues for this session meanwhile", ["broker": broker, "reason": reason])
-                        }
+                        Log.log(.warn, settings.unreachableMessage, ["broker": broker, "reason": reason])
                     }
                     brokerIndex += 1
                     attempt += 1
