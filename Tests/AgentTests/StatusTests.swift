@@ -201,4 +201,19 @@ func rawChanges(_ trace: String) -> [String: Int] {
         agent.stop()
         subscriber.stop()
     }
+
+    /// The status is answered before the next queued input: with tens of thousands of line changes
+    /// waiting for the event loop (each stored with a disk sync), `status` still answers at once.
+    @Test func theStatusOvertakesABacklog() throws {
+        let dir = temporaryDirectory()
+        let trace = try busyTrace(dir, count: 40_000, every: 1)
+        let agent = try RunningAgent(dir, ["--config", try writeBusyGarage(dir), "--replay", trace.path, "--speed", "10000"],
+                                     broker: nil)
+        #expect(eventually(10) { agent.child.stderr.contains("agent running") })
+        let status = try agent.status()
+        let seen = status.inputs.map(\.changes).reduce(0, +)
+        #expect(seen > 0 && seen < 40_000, "answered while changes were still queued: \(seen) of 40000 taken")
+        agent.stop()
+    }
 }
+
