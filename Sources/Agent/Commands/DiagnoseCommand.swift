@@ -89,7 +89,7 @@ enum DiagnoseCommand {
                 say("trace finished; Ctrl-C for the summary")
             case .stop:
                 break loop
-            case .uplink, .housekeeping, .stopGraceElapsed, .status, .statusDue:
+            case .uplink, .housekeeping, .stopGraceElapsed, .statusRequested, .statusDue:
                 continue
             }
         }

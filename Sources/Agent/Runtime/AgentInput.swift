@@ -17,8 +17,8 @@ enum AgentInput: Sendable {
     case stop
     /// A graceful stop has waited as long as it may for the broker's acknowledgements.
     case stopGraceElapsed
-    /// Someone on the status socket asks for the status.
-    case status(StatusRequest)
+    /// Someone on the status socket asks for the status (waiting in the runtime's `StatusInbox`).
+    case statusRequested
     /// A change of the retained status waited for its turn (`mqtt.status_every`).
     case statusDue
 }

@@ -41,6 +41,7 @@ actor AgentRuntime {
     private var tracker: StatusTracker
     private var statusSchedule: RetainedStatusSchedule
     private var statusTimer: Task<Void, Never>?
+    private nonisolated let statusInbox = StatusInbox()
 
     init(config: AgentConfig, source: LineSource, clock: AgentClock, credentials: Credentials?,
          options: Options) throws(DeviceState.Exhausted) {
@@ -141,6 +142,7 @@ actor AgentRuntime {
             }
         }
         for await input in inputs {
+            statusInbox.answer { statusSnapshot.build() }
             if flags.stopRequested.load(ordering: .acquiring) {
                 stopSource()
                 return await stop(exitCode: ExitCode.success)
@@ -189,8 +191,8 @@ actor AgentRuntime {
                 return await stop(exitCode: ExitCode.success)
             case .stopGraceElapsed:
                 continue
-            case .status(let request):
-                request.answer(statusSnapshot.build())
+            case .statusRequested:
+                break   // answered above
             case .statusDue:
                 statusSchedule.woke()
             }
@@ -225,13 +227,12 @@ actor AgentRuntime {
                     break waiting
                 }
                 if case .lines(let changes) = input { unread += changes.count }
+                statusInbox.answer { statusSnapshot.build() }
                 switch input {
-                case .status(let request):
-                    request.answer(statusSnapshot.build())
                 case .uplink(let event):
                     session.handle(event)
                     if !session.isConnected || (session.offlineAcknowledged && session.settled) { break waiting }
-                case .lines, .tick, .sourceFinished, .stop, .housekeeping, .inputLost, .stopGraceElapsed, .statusDue:
+                case .lines, .tick, .sourceFinished, .stop, .housekeeping, .inputLost, .stopGraceElapsed, .statusDue, .statusRequested:
                     continue   // (the grace's end is its flag, read above)
                 }
             }
@@ -356,9 +357,10 @@ actor AgentRuntime {
 
     // MARK: - Status (built in Sources/Agent/Status)
 
-    /// For the status socket's thread: the event loop answers when it gets to the request.
+    /// For the status socket's thread: the event loop answers before its next input.
     nonisolated func requestStatus(_ request: StatusRequest) {
-        continuation.yield(.status(request))
+        statusInbox.add(request)
+        continuation.yield(.statusRequested)
     }
 
     private var statusSnapshot: StatusSnapshot {

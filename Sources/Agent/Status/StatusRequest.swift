@@ -20,3 +20,24 @@ final class StatusRequest: Sendable {
         return slot.withLock { $0 }
     }
 }
+
+/// Requests waiting for the event loop, which answers them before its next input: a technician's
+/// `status` does not wait behind a backlog of line changes (each stored with a disk sync).
+final class StatusInbox: Sendable {
+    private let waiting = Mutex<[StatusRequest]>([])
+
+    func add(_ request: StatusRequest) {
+        waiting.withLock { $0.append(request) }
+    }
+
+    /// Answers every waiting request with one status, built only if someone waits.
+    func answer(_ build: () -> AgentStatus) {
+        let requests = waiting.withLock { list in
+            defer { list.removeAll() }
+            return list
+        }
+        guard !requests.isEmpty else { return }
+        let status = build()
+        for request in requests { request.answer(status) }
+    }
+}

@@ -18,6 +18,8 @@ final class StatusServer: Sendable {
     /// Written once to wake the thread for a stop.
     private let wake: (read: Int32, write: Int32)
     private let thread = Mutex<DedicatedThread?>(nil)
+    /// Set by `stop`: a request still waiting for the event loop (which has ended) gives up.
+    private let stopping = Atomic<Bool>(false)
     private let ask: @Sendable (StatusRequest) -> Void
 
     /// Seconds the thread gives a client to send its request, and to take the answer.
@@ -86,6 +88,7 @@ final class StatusServer: Sendable {
 
     /// Ends the thread and removes the socket.
     func stop() {
+        stopping.store(true, ordering: .releasing)
         var byte: UInt8 = 1
         _ = write(wake.write, &byte, 1)
         let t = thread.withLock { t in defer { t = nil }; return t }
@@ -97,6 +100,12 @@ final class StatusServer: Sendable {
     }
 
     private func run() {
+        // Named as ps -L and /proc/PID/task/*/comm show it (pthread_setname_np is not in Swift's Glibc).
+        let comm = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
+        if comm >= 0 {
+            _ = DurableFile.writeAll(comm, Array("status-socket".utf8))
+            close(comm)
+        }
         var fds = [pollfd(fd: listener, events: Int16(POLLIN), revents: 0), pollfd(fd: wake.read, events: Int16(POLLIN), revents: 0)]
         while true {
             let n = poll(&fds, 2, -1)
@@ -119,7 +128,7 @@ final class StatusServer: Sendable {
         case "status":
             let pending = StatusRequest()
             ask(pending)
-            if let status = pending.wait(seconds: StatusServer.loopTimeout) {
+            if let status = waitForLoop(pending) {
                 answer = StatusServer.encode(status)
             } else {
                 answer = StatusServer.error("the agent's event loop did not answer within \(Int(StatusServer.loopTimeout)) s (stopping or overloaded)")
@@ -131,6 +140,15 @@ final class StatusServer: Sendable {
         }
         StatusSocket.setTimeouts(client, seconds: StatusServer.writeTimeout)
         writeAll(client, answer)
+    }
+
+    /// The event loop's answer, waited for in short steps so that a stop does not wait for it.
+    private func waitForLoop(_ request: StatusRequest) -> AgentStatus? {
+        let until = monotonicSeconds() + StatusServer.loopTimeout
+        while !stopping.load(ordering: .acquiring) && monotonicSeconds() < until {
+            if let status = request.wait(seconds: 0.1) { return status }
+        }
+        return nil
     }
 
     /// The request line, without its newline; nil when none came in time or it is too long.
