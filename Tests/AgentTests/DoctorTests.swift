@@ -78,6 +78,15 @@ import Testing
         #expect(out.contains("NOT ready to run (exit 1)"))
     }
 
+    @Test func withoutAUTF8LocaleTheMarksAreWords() throws {
+        let dir = temporaryDirectory()
+        let config = try writeConfig(dir, mqtt: "  brokers: [\"mqtt://127.0.0.1:\(freePort())\"]")
+        let (code, out, _) = try runAgentProgram("/usr/bin/env", ["LC_ALL=C", "LANG=C", agentBinary, "doctor", "--config", config])
+        #expect(code == 1)
+        #expect(out.contains("FAIL TCP connect to port") && out.contains("ok   valid") && out.contains("warn "), "\(out)")
+        #expect(!out.contains("✗") && !out.contains("✓"))
+    }
+
     @Test func aBadConfigExits78WithEveryProblem() throws {
         let dir = temporaryDirectory()
         let path = dir.appendingPathComponent("bad.yaml").path
