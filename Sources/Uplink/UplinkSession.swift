@@ -14,7 +14,8 @@ public final class UplinkSession {
     public let topics: Topics
     private let link: MQTTLink
     private var outbox: any Outbox
-    private let birth: StatusPayload
+    /// The retained `status` online, as last updated.
+    public private(set) var birth: StatusPayload
     /// Latest payload per retained topic, in the order topics first appeared.
     private var retained: [String: [UInt8]] = [:]
     private var retainedOrder: [String] = []
@@ -46,6 +47,16 @@ public final class UplinkSession {
     public var isConnected: Bool { connection != nil }
     public var outboxCount: Int { outbox.count }
     public var oldestPendingSeq: UInt64? { outbox.pending.first?.event.seq }
+    public var oldestPending: OutboxEntry? { outbox.pending.first }
+    public var outboxCapacity: Int { outbox.capacity }
+
+    /// A new retained `status` online (the same boot and session, fresher facts): published now when
+    /// connected, and on every later connection.
+    public func updateStatus(_ status: StatusPayload) {
+        birth = status
+        guard connection != nil else { return }
+        publish(topic: topics.status, payload: WireJSON.encode(birth), retain: true, as: .state(topics.status))
+    }
 
     /// Takes a batch of events into the outbox (one sync for all), and sends them at once when the
     /// link is up. Returns the events the full outbox gave up for them (the caller announces them).
