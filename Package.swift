@@ -73,10 +73,13 @@ let package = Package(
         .target(name: "Postgres", dependencies: ["CPostgres"], path: "Sources/Postgres"),
         // Command-line conventions shared by the agent and the bridge: specs, help, exit codes, signals.
         .target(name: "ParkWiseCLI", dependencies: ["ParkWiseCore", "ParkWiseLog"], path: "Sources/CLI"),
+        // The running agent's status: the model its local socket, `status`, `doctor` and `cmd/diag` share,
+        // the socket's client, and the status views (text, the --watch frame).
+        .target(name: "AgentStatus", path: "Sources/Status"),
         // Composition root and CLI.
         .executableTarget(name: "parkwise-agent",
                           dependencies: ["ParkWiseCore", "ParkWiseContract", "ParkWiseLog", "ParkWiseCLI", "ConfigFile",
-                                         "GPIO", "Simulation", "Uplink", "CTimex"],
+                                         "GPIO", "Simulation", "Uplink", "CTimex", "AgentStatus"],
                           path: "Sources/Agent"),
         // The backend half: MQTT feed -> ParkWise's PostgreSQL tables.
         .executableTarget(name: "parkwise-bridge",
@@ -91,7 +94,7 @@ let package = Package(
                     path: "Tests/CoreTests"),
         // Test helpers shared by the end-to-end test targets: child processes, a private mosquitto.
         .target(name: "TestSupport", path: "Tests/TestSupport"),
-        .testTarget(name: "AgentTests", dependencies: ["ParkWiseContract", "Uplink", "Simulation", "TestSupport"], path: "Tests/AgentTests"),
+        .testTarget(name: "AgentTests", dependencies: ["ParkWiseContract", "Uplink", "Simulation", "TestSupport", "AgentStatus"], path: "Tests/AgentTests"),
         // The bridge against a private PostgreSQL 15, a private mosquitto and the real agent.
         .testTarget(name: "BridgeTests", dependencies: ["TestSupport"], path: "Tests/BridgeTests"),
     ],

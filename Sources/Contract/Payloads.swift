@@ -60,6 +60,16 @@ public struct StatusPayload: Codable, Sendable, Hashable {
     /// Absent for a live feed (real sensors); `simulated` (traffic simulator) or `replay` (a recorded
     /// trace) otherwise: a backend must not write such a feed into real tables unless told to.
     public var mode: String?
+    /// What a control room needs at a glance (online only; republished at most once per
+    /// `mqtt.status_every`, and only when one of them changed): seconds since the agent started,
+    /// events waiting for the broker and how long the oldest has waited, the wall clock (`synced`,
+    /// `unsynced`, `simulated`), inputs not trusted now, connections lost since start.
+    public var uptimeSeconds: Int?
+    public var outboxDepth: Int?
+    public var outboxOldestAgeSeconds: Int?
+    public var clock: String?
+    public var faultedInputs: Int?
+    public var reconnects: Int?
 
     public init(state: String, version: String? = nil, configHash: String? = nil, boot: UInt64? = nil, since: String? = nil,
                 mode: String? = nil) {
@@ -71,11 +81,42 @@ public struct StatusPayload: Codable, Sendable, Hashable {
         self.mode = mode
     }
 
+    /// The facts that change while running, as one value: what decides whether to republish.
+    /// (The oldest event's age and the uptime grow by themselves: they are sent, not compared.)
+    public struct Health: Sendable, Hashable {
+        public var outboxDepth: Int
+        public var clock: String
+        public var faultedInputs: Int
+        public var reconnects: Int
+        public init(outboxDepth: Int, clock: String, faultedInputs: Int, reconnects: Int) {
+            self.outboxDepth = outboxDepth
+            self.clock = clock
+            self.faultedInputs = faultedInputs
+            self.reconnects = reconnects
+        }
+    }
+
+    /// This status with `health`, the uptime and the oldest pending event's age filled in.
+    public func with(_ health: Health, uptimeSeconds: Int, outboxOldestAgeSeconds: Int?) -> StatusPayload {
+        var copy = self
+        copy.uptimeSeconds = uptimeSeconds
+        copy.outboxDepth = health.outboxDepth
+        copy.outboxOldestAgeSeconds = outboxOldestAgeSeconds
+        copy.clock = health.clock
+        copy.faultedInputs = health.faultedInputs
+        copy.reconnects = health.reconnects
+        return copy
+    }
+
     /// The `mode` of a feed driven by the traffic simulator or a trace.
     public static let simulatedMode = "simulated"
     public static let replayMode = "replay"
 
-    enum CodingKeys: String, CodingKey { case state, version, configHash = "config_hash", boot, since, mode }
+    enum CodingKeys: String, CodingKey {
+        case state, version, configHash = "config_hash", boot, since, mode, uptimeSeconds = "uptime_s"
+        case outboxDepth = "outbox_depth", outboxOldestAgeSeconds = "outbox_oldest_age_s", clock
+        case faultedInputs = "faulted_inputs", reconnects
+    }
 }
 
 /// Retained on `.../state/spot/<id>`.

@@ -3,8 +3,8 @@ import ParkWiseCore
 import ParkWiseLog
 
 /// The one dedicated thread (a pthread, outside the Swift concurrency pool) that waits for line events.
-/// It sleeps in poll() on the line event fds and the wakeup fd, waking every few seconds only to notice a removed
-/// chip: no value polling.
+/// It sleeps in poll() on the line event fds, the wakeup fd and a watch on /dev (`ChipWatch`): it wakes for edges, a
+/// stop, or a removed device node, never periodically (without inotify, every few seconds to notice a removed chip).
 final class EventThread: Sendable {
     private let thread: pthread_t
     private let wakeup: Wakeup
@@ -69,6 +69,7 @@ private final class EventLoop {
     private let deliver: @Sendable ([LineChange]) -> Void
     private let failed: @Sendable (GPIOFailure) -> Void
     private let buffer: EdgeBuffer
+    private let chips = ChipWatch()
 
     init(lines: LineSet, names: [String], wakeup: Wakeup, buffer: EdgeBuffer,
          deliver: @escaping @Sendable ([LineChange]) -> Void, failed: @escaping @Sendable (GPIOFailure) -> Void) {
@@ -81,8 +82,11 @@ private final class EventLoop {
     }
 
     /// A chip removed under the agent does not wake poll() on Linux 6.1 (Debian 12), but a poll() made after
-    /// the removal reports its line fds as hung up: so the thread looks again this often while idle.
+    /// the removal reports its line fds as hung up: so after a device node left /dev the thread looks again, at once
+    /// and after these delays (the node may go before the chip's lines are marked gone), and without inotify it
+    /// looks every `recheckMilliseconds` while idle.
     static let recheckMilliseconds: Int32 = 5000
+    static let recheckAfterRemoval: [Int64] = [200, 1000, 5000]
 
     func run() {
         nameThread("pw-gpio")
@@ -90,11 +94,18 @@ private final class EventLoop {
         // Slot 0 is the wakeup; slot i + 1 is input i.
         var slots = [pollfd(fd: wakeup.readFD, events: input, revents: 0)]
         slots += lines.lines.map { pollfd(fd: $0.eventFD, events: input, revents: 0) }
+        // Last slot: the watch on /dev (-1 without inotify: poll ignores it).
+        slots.append(pollfd(fd: chips.fd, events: input, revents: 0))
+        let watchSlot = slots.count - 1
+        var rechecks: [Int64] = []   // monotonic ms: look again then, after a device node left /dev
         var edges: [RawEdge] = []
         var batch: [(change: LineChange, sequence: Int)] = []
 
         while true {
-            let ready = slots.withUnsafeMutableBufferPointer { poll($0.baseAddress, nfds_t($0.count), Self.recheckMilliseconds) }
+            let now = monotonicMilliseconds()
+            rechecks.removeAll { $0 <= now }
+            let timeout = rechecks.first.map { Int32(clamping: $0 - now) } ?? (chips.fd >= 0 ? -1 : Self.recheckMilliseconds)
+            let ready = slots.withUnsafeMutableBufferPointer { poll($0.baseAddress, nfds_t($0.count), timeout) }
             if ready < 0 {
                 let number = Glibc.errno
                 if number == EINTR || number == EAGAIN { continue }
@@ -104,9 +115,14 @@ private final class EventLoop {
                 return
             }
             if slots[0].revents != 0 { return }  // stop() was called
+            if slots[watchSlot].revents != 0 {
+                chips.drain()
+                let at = monotonicMilliseconds()
+                rechecks = Self.recheckAfterRemoval.map { at + $0 }
+            }
 
             batch.removeAll(keepingCapacity: true)
-            for slot in 1..<slots.count where slots[slot].revents != 0 {
+            for slot in 1..<watchSlot where slots[slot].revents != 0 {
                 let index = slot - 1
                 guard slots[slot].revents & input != 0 else {
                     lost(index, reason: "its event descriptor reported an error or hang-up (revents \(slots[slot].revents))",
@@ -145,4 +161,10 @@ private final class EventLoop {
                                + "\(reason). The GPIO chip was removed or failed; check its wiring and the kernel log "
                                + "(dmesg), then restart the agent"))
     }
+}
+
+private func monotonicMilliseconds() -> Int64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
 }

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Synchronization
 
 /// One line per event on stderr: a fixed message, then key=value fields. journald adds time and unit.
 ///     warn broker unreachable broker=mqtt://10.0.0.5:1883 retry_in=4s outbox=12
@@ -8,11 +9,24 @@ public enum Log {
     public enum Level: Int, Comparable, Sendable {
         case debug, info, warn, error
         public static func < (a: Level, b: Level) -> Bool { a.rawValue < b.rawValue }
-        var word: String { ["debug", "info", "warn", "error"][rawValue] }
+        public var word: String { ["debug", "info", "warn", "error"][rawValue] }
+        /// The syslog priority journald reads from a `<N>` prefix: debug 7, info 6, warning 4, error 3.
+        var syslogPriority: Int { [7, 6, 4, 3][rawValue] }
+
+        /// `debug`, `info`, `warn` or `error`.
+        public init?(word: String) {
+            guard let i = ["debug", "info", "warn", "error"].firstIndex(of: word) else { return nil }
+            self.init(rawValue: i)
+        }
     }
 
-    /// Set once at start-up (from PARKWISE_LOG or --verbose), before other threads run.
-    nonisolated(unsafe) public static var threshold: Level = .info
+    /// Set at start-up (from PARKWISE_LOG or --verbose); `cmd/loglevel` changes it while running,
+    /// from any thread.
+    public static var threshold: Level {
+        get { Level(rawValue: level.load(ordering: .relaxed)) ?? .info }
+        set { level.store(newValue.rawValue, ordering: .relaxed) }
+    }
+    private static let level = Atomic<Int>(Level.info.rawValue)
 
     public static func debug(_ message: StaticString, _ fields: KeyValuePairs<String, any CustomStringConvertible> = [:]) {
         write(.debug, message, fields)
@@ -30,11 +44,21 @@ public enum Log {
         write(.error, message, fields)
     }
 
-    static func write(_ level: Level, _ message: StaticString, _ fields: KeyValuePairs<String, any CustomStringConvertible>) {
+    /// A line at a level chosen at run time.
+    public static func log(_ level: Level, _ message: StaticString, _ fields: KeyValuePairs<String, any CustomStringConvertible> = [:]) {
+        write(level, message, fields)
+    }
+
+    static func write(_ level: Level, _ message: StaticString, _ fields: KeyValuePairs<String, any CustomStringConvertible>,
+                      then more: [(String, String)] = []) {
         guard level >= threshold else { return }
-        var line = "\(level.word) \(message)"
+        var line = JournalStream.isStderr ? "<\(level.syslogPriority)>" : ""
+        line += "\(level.word) \(message)"
         for (key, value) in fields {
             line += " \(key)=\(quoted(value.description))"
+        }
+        for (key, value) in more {
+            line += " \(key)=\(quoted(value))"
         }
         line += "\n"
         // One write(2) per line, so lines from different threads never interleave.

@@ -14,7 +14,8 @@ public final class UplinkSession {
     public let topics: Topics
     private let link: MQTTLink
     private var outbox: any Outbox
-    private let birth: StatusPayload
+    /// The retained `status` online, as last updated.
+    public private(set) var birth: StatusPayload
     /// Latest payload per retained topic, in the order topics first appeared.
     private var retained: [String: [UInt8]] = [:]
     private var retainedOrder: [String] = []
@@ -32,6 +33,8 @@ public final class UplinkSession {
     /// Retained topics with a publish awaiting its PUBACK, and those with a newer state waiting for it.
     private var statesInFlight: Set<String> = []
     private var statesWaiting: Set<String> = []
+    /// An outage that overflows the outbox: one log line per streak, not per event dropped.
+    private var drops = LogStreak(.warn, "outbox full, events dropped", ended: "outbox no longer full")
 
     public init(link: MQTTLink, topics: Topics, outbox: any Outbox, birth: StatusPayload, window: Int = 100) {
         self.link = link
@@ -44,6 +47,16 @@ public final class UplinkSession {
     public var isConnected: Bool { connection != nil }
     public var outboxCount: Int { outbox.count }
     public var oldestPendingSeq: UInt64? { outbox.pending.first?.event.seq }
+    public var oldestPending: OutboxEntry? { outbox.pending.first }
+    public var outboxCapacity: Int { outbox.capacity }
+
+    /// A new retained `status` online (the same boot and session, fresher facts): published now when
+    /// connected, and on every later connection.
+    public func updateStatus(_ status: StatusPayload) {
+        birth = status
+        guard connection != nil else { return }
+        publish(topic: topics.status, payload: WireJSON.encode(birth), retain: true, as: .state(topics.status))
+    }
 
     /// Takes a batch of events into the outbox (one sync for all), and sends them at once when the
     /// link is up. Returns the events the full outbox gave up for them (the caller announces them).
@@ -53,9 +66,10 @@ public final class UplinkSession {
         let sent = Set(inFlight.values.compactMap { if case .event(let seq) = $0 { return seq } else { return nil } })
         let (lost, failure) = outbox.append(batch, sparing: sent)
         note(failure)
-        if !lost.isEmpty {
-            Log.warn("outbox full, events dropped", ["count": lost.count, "seqs": lost.map { "\($0.event.seq)" }
-                .joined(separator: ",")])
+        if lost.isEmpty {
+            drops.ended()
+        } else {
+            drops.occurred(lost.count, ["first_seq": lost[0].event.seq, "last_seq": lost[lost.count - 1].event.seq])
         }
         pump()
         return lost
@@ -160,6 +174,7 @@ public final class UplinkSession {
             case .event(let seq):
                 eventsInFlight -= 1
                 note(outbox.remove(seq: seq))
+                if outbox.count < outbox.capacity { drops.ended() }
                 pump()
             case .announcement(let seq):
                 if announcement?.event.seq == seq { announcement = nil }

@@ -163,7 +163,7 @@ import Testing
         #expect(monitor.wait(20) == 0, "monitor did not end after 5 events: \(monitor.stdout)")
         let out = monitor.stdout
         #expect(out.contains("p2-east: online"))
-        #expect(out.contains("levels: P2 ?/48"))
+        #expect(out.contains("levels p2-east: P2 ?/48"))
         #expect(out.contains("#1  spot.occupied   P2-A-01"))
         #expect(out.contains("#2  lane.passage    P2-ramp outside -> P2"))
         #expect(out.contains("#5  spot.checkout   P2-A-01"))
@@ -173,6 +173,43 @@ import Testing
 }
 
 extension MonitorTests {
+    /// Two devices of one site may report the same level: each keeps its own line. An offline
+    /// device's levels are marked as last known, and a device that says it is online but sends
+    /// nothing (a retained `online` outliving it) is marked stale.
+    @Test func keepsDevicesApartAndMarksOfflineAndStaleOnes() throws {
+        let broker = try Broker()
+        let monitor = try Child(agentBinary, ["monitor", "--broker", broker.url, "--stale", "2s"])
+        #expect(eventually(5) { monitor.stdout.contains("monitor: connected") })
+        let level = { (n: Int) in "{\"capacity\": 20, \"occupied\": \(n), \"free\": \(20 - n), \"source\": \"lanes\", "
+            + "\"spots_sensed\": 0, \"spots_occupied\": 0, \"spots_unknown\": 0, \"lane_count\": \(n)}" }
+        try publish(broker, "parkwise/v1/s/gate-1/status", "{\"state\": \"online\", \"boot\": 1}")
+        try publish(broker, "parkwise/v1/s/gate-2/status", "{\"state\": \"online\", \"boot\": 4}")
+        try publish(broker, "parkwise/v1/s/gate-1/state/level/P1", level(3))
+        try publish(broker, "parkwise/v1/s/gate-2/state/level/P1", level(7))
+        #expect(eventually(5) { monitor.stdout.contains("levels gate-1: P1 3/20") && monitor.stdout.contains("levels gate-2: P1 7/20") },
+                "\(monitor.stdout)")
+        try publish(broker, "parkwise/v1/s/gate-1/status", "{\"state\": \"offline\", \"boot\": 1}")
+        #expect(eventually(5) { monitor.stdout.contains("gate-1: offline (boot 1), its levels are as last known") }, "\(monitor.stdout)")
+        #expect(eventually(5) { monitor.stdout.contains("levels gate-1 (offline, last known): P1 3/20") }, "\(monitor.stdout)")
+        // gate-2 says online and then nothing: stale after 2 s; the offline gate-1 is not.
+        #expect(eventually(10) { monitor.stdout.contains("gate-2: stale, nothing heard for") }, "\(monitor.stdout)")
+        #expect(!monitor.stdout.contains("gate-1: stale"), "\(monitor.stdout)")
+        try publish(broker, "parkwise/v1/s/gate-2/state/level/P1", level(8))
+        #expect(eventually(5) { monitor.stdout.contains("gate-2: heard again") && monitor.stdout.contains("levels gate-2: P1 8/20") },
+                "\(monitor.stdout)")
+        monitor.signal(SIGTERM)
+        #expect(monitor.wait(10) == 0)
+    }
+
+    /// The monitor has no outbox: with no broker it says it retries, not an agent's log line.
+    @Test func anUnreachableBrokerIsNotReportedAsAnAgentWould() throws {
+        let monitor = try Child(agentBinary, ["monitor", "--broker", "mqtt://127.0.0.1:\(freePort())"])
+        #expect(eventually(10) { monitor.stderr.contains("broker unreachable, retrying") }, "\(monitor.stderr)")
+        #expect(!monitor.stderr.contains("outbox"), "\(monitor.stderr)")
+        monitor.signal(SIGTERM)
+        #expect(monitor.wait(10) == 0)
+    }
+
     /// Values from the network are not trusted: an absurd stay is shown as unknown, not a crash.
     @Test func anAbsurdStayFromTheNetworkIsShownAsUnknown() throws {
         let broker = try Broker()
@@ -210,5 +247,27 @@ extension MonitorTests {
         #expect(recorded.first?.hasPrefix("{\"parkwise_trace\": 1") == true)
         let original = garageTrace.split(separator: "\n").dropFirst().map(String.init)
         #expect(Array(recorded.dropFirst()) == original)
+    }
+}
+
+@Suite struct JournalTests {
+    /// Under systemd (stderr is the stream JOURNAL_STREAM names) every line starts with its syslog
+    /// priority, so `journalctl -p warning` finds the warnings; anywhere else lines stay plain.
+    @Test(arguments: [true, false])
+    func linesCarryTheirPriorityOnlyWhenStderrIsTheJournal(journal: Bool) throws {
+        let dir = temporaryDirectory()
+        // The stream's device and inode, as systemd would set them (or a stream that is not stderr).
+        let stream = journal ? "$(stat -L -c %d:%i /proc/self/fd/2)" : "1:1"
+        let agent = try Child("/bin/sh", ["-c", "JOURNAL_STREAM=\(stream) exec \"$0\" \"$@\"", agentBinary,
+                                          "run", "--config", try writeGarage(dir), "--replay", try writeTrace(dir, ""),
+                                          "--broker", "mqtt://127.0.0.1:\(freePort())", "--outbox", dir.path + "/outbox"])
+        #expect(eventually(10) { agent.stderr.contains("broker unreachable") }, "\(agent.stderr)")
+        agent.signal(SIGTERM)
+        #expect(agent.wait(10) == 0)
+        let lines = agent.stderr.split(separator: "\n")
+        let info = lines.first { $0.contains("info agent running") }
+        let warn = lines.first { $0.contains("warn broker unreachable") }
+        #expect(info?.hasPrefix(journal ? "<6>info " : "info ") == true, "\(agent.stderr)")
+        #expect(warn?.hasPrefix(journal ? "<4>warn " : "warn ") == true, "\(agent.stderr)")
     }
 }

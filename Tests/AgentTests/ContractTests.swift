@@ -7,7 +7,8 @@ import Testing
 /// python3-jsonschema). Missing Python or jsonschema is an error, never a skipped check.
 enum SchemaCheck {
     static let directory = packageRoot + "/deploy/backend/schemas"
-    static let names = ["event", "status", "spot-state", "level-state", "reply", "cmd-rebirth", "cmd-calibrate"]
+    static let names = ["event", "status", "spot-state", "level-state", "reply", "cmd-rebirth", "cmd-calibrate", "cmd-diag",
+                        "cmd-loglevel"]
 
     /// One message to check: the schema it claims to follow, where it came from, its raw text.
     struct Item: Codable {
@@ -98,6 +99,8 @@ enum SchemaCheck {
         case ["state", "level"] where rest.count == 3: return "level-state"
         case ["cmd", "rebirth"] where rest.count == 2: return "cmd-rebirth"
         case ["cmd", "calibrate"] where rest.count == 2: return "cmd-calibrate"
+        case ["cmd", "diag"] where rest.count == 2: return "cmd-diag"
+        case ["cmd", "loglevel"] where rest.count == 2: return "cmd-loglevel"
         default: return nil
         }
     }
@@ -203,10 +206,12 @@ let contractTrace = """
         try publish(broker, prefix + "/cmd/rebirth", "{}")
         try publish(broker, prefix + "/cmd/calibrate", #"{"level": "P2", "id": "bad-1"}"#)
         try publish(broker, prefix + "/cmd/explode", "{}")
+        try publish(broker, prefix + "/cmd/diag", #"{"id": "d-1"}"#)
+        try publish(broker, prefix + "/cmd/loglevel", #"{"level": "debug", "id": "l-1"}"#)
         func replies() -> [[String: Any]] { subscriber.messages.filter { $0.topic == prefix + "/reply" }.map(\.json) }
-        #expect(eventually(10) { replies().count == 5 }, "\(replies())")
-        #expect(replies().map { $0["id"] as? String } == ["cal-1", "r-1", nil, "bad-1", nil])
-        #expect(replies().map { $0["ok"] as? Bool } == [true, true, true, false, false])
+        #expect(eventually(10) { replies().count == 7 }, "\(replies())")
+        #expect(replies().map { $0["id"] as? String } == ["cal-1", "r-1", nil, "bad-1", nil, "d-1", "l-1"])
+        #expect(replies().map { $0["ok"] as? Bool } == [true, true, true, false, false, true, true])
 
         // Clean stop: offline published by the agent.
         agent.signal(SIGTERM)
@@ -246,6 +251,7 @@ let contractTrace = """
         // A replayed trace is marked as such, so a backend bridge can refuse to take it for real sensors.
         #expect(online?.json["mode"] as? String == "replay", "\(online?.payload ?? "no online status")")
         let failedReply = live.first { $0.topic.hasSuffix("/reply") && $0.json["ok"] as? Bool == false }
+        let diagReply = live.first { $0.topic.hasSuffix("/reply") && $0.json["command"] as? String == "diag" }
         let broken: [(String, Received?, (inout [String: Any]) -> Void)] = [
             ("event", first("spot.occupied"), { $0["seq"] = nil }),
             ("event", first("spot.occupied"), { $0["id"] = "not-a-uuid" }),
@@ -263,6 +269,10 @@ let contractTrace = """
             ("status", online, { $0["version"] = nil }),
             ("status", online, { $0["mode"] = "live" }),
             ("reply", failedReply, { $0["error"] = nil }),
+            ("reply", diagReply, { $0["ok"] = false; $0["error"] = "no" }),
+            ("reply", diagReply, { var d = $0["diag"] as? [String: Any] ?? [:]; d["checks"] = nil; $0["diag"] = d }),
+            ("status", online, { $0["clock"] = "maybe" }),
+            ("status", online, { $0["outbox_depth"] = -1 }),
         ]
         for (i, (schema, message, change)) in broken.enumerated() {
             let message = try #require(message, "no real message to break for case \(i) (\(schema))")
@@ -346,5 +356,13 @@ let contractTrace = """
                 #expect(n <= b - a + 1, "\(d)")
             }
         }
+
+        // The overflow is one streak in the log, not a line per event: it starts once and ends
+        // once, with as many events as were declared.
+        let log = agent.stderr.split(separator: "\n")
+        let starts = log.filter { $0.hasPrefix("warn outbox full, events dropped") }
+        let ends = log.filter { $0.hasPrefix("info outbox no longer full") }
+        #expect(starts.count == 1, "\(starts)")
+        #expect(ends.count == 1 && ends[0].contains(" streak=\(declared) "), "\(ends), declared \(declared)")
     }
 }

@@ -79,4 +79,21 @@ import Testing
         let found = issues(minimal.replacingOccurrences(of: "levels:\n  - { id: P2, capacity: 48 }\n", with: ""))
         #expect(found.map(\.message) == ["missing required key 'levels'"])
     }
+
+    @Test(arguments: [("0s", false), ("500ms", false), ("2h", false), ("1s", true), ("1m", true), ("1h", true)])
+    func statusEveryIsBetweenASecondAndAnHour(every: String, valid: Bool) throws {
+        let yaml = minimal + "\nmqtt: { status_every: \(every) }\n"
+        if valid {
+            #expect(try parse(yaml).mqtt.statusEvery == DurationText.read(every))
+        } else {
+            let found = issues(yaml)
+            #expect(found.map(\.message) == ["status_every must be between 1s and 1h"])
+            #expect(found.first?.mark.line == minimal.split(separator: "\n", omittingEmptySubsequences: false).count + 1)
+        }
+    }
+
+    @Test func statusEveryDefaultsToAMinute() throws {
+        #expect(try parse(minimal).mqtt.statusEvery == .seconds(60))
+    }
 }
+

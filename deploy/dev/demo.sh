@@ -44,6 +44,7 @@ trap 'exit 0' INT TERM
 for _ in $(seq 1 50); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
 
 echo "demo: broker mqtt://127.0.0.1:$port, state in $work" >&2
+echo "demo: the garage live, in another terminal: $agent status --watch --outbox $work/outbox" >&2
 if [ -n "$backend" ]; then
     # A private PostgreSQL (as the postgres user when root: it refuses to run as root), the
     # ParkWise schema, the bridge's migration, the bridge told to accept the simulated feed.

@@ -8,8 +8,8 @@ enum Commands {
         publishes occupancy, passages, check-ins and faults over MQTT.
         """,
         version: AgentVersion.current,
-        commands: [RunCommand.spec, CheckConfigCommand.spec, LinesCommand.spec, DiagnoseCommand.spec,
-                   MonitorCommand.spec, VersionCommand.spec])
+        commands: [RunCommand.spec, CheckConfigCommand.spec, DoctorCommand.spec, LinesCommand.spec, DiagnoseCommand.spec,
+                   WalkTestCommand.spec, StatusCommand.spec, MonitorCommand.spec, VersionCommand.spec])
 
     /// The commands that need no Swift concurrency (`run` above all: an agent that never touches Dispatch's worker
     /// pool has no timer waking it every second), run on the calling thread; nil for the others.
@@ -36,6 +36,9 @@ enum Commands {
         case .run(let s, let p): (spec, parsed) = (s, p)
         }
         switch spec.name {
+        case DoctorCommand.spec.name: return await DoctorCommand.run(parsed)
+        case WalkTestCommand.spec.name: return await WalkTestCommand.run(parsed)
+        case StatusCommand.spec.name: return await StatusCommand.run(parsed)
         case MonitorCommand.spec.name: return await MonitorCommand.run(parsed)
         default: return mainWithoutConcurrency(args) ?? ExitCode.usage
         }

@@ -88,7 +88,7 @@ enum DiagnoseCommand {
                 say("trace finished; Ctrl-C for the summary")
             case .stop:
                 break loop
-            case .uplink, .housekeeping:
+            case .uplink, .housekeeping, .statusRequested, .statusDue:
                 continue
             }
         }

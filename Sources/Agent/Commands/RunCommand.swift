@@ -1,3 +1,4 @@
+import AgentStatus
 import ConfigFile
 import Dispatch
 import FoundationEssentials
@@ -83,7 +84,12 @@ enum RunCommand {
             return ExitCode.config
         }
         StopSignals.start { runtime.requestStop() }
-        return runtime.run()
+        let statusPath = StatusSocket.path(runtimeDirectory: ProcessInfo.processInfo.environment["RUNTIME_DIRECTORY"],
+                                           outboxPath: config.outbox.path)
+        let statusServer = StatusServer.start(path: statusPath) { runtime.requestStatus($0) }
+        let code = runtime.run()
+        statusServer?.stop()
+        return code
     }
 
 }

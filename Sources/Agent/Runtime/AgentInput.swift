@@ -16,4 +16,8 @@ enum AgentInput: Sendable {
     case sourceFinished
     /// SIGTERM or SIGINT: stop gracefully.
     case stop
+    /// Someone on the status socket asks for the status (waiting in the runtime's `StatusInbox`).
+    case statusRequested
+    /// A change of the retained status waited for its turn (`mqtt.status_every`): its deadline passed.
+    case statusDue
 }

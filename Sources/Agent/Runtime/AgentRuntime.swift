@@ -48,6 +48,11 @@ final class AgentRuntime: @unchecked Sendable {
     private var clockDue: Int64?
     private var clockWait: Duration = .seconds(1)
     private let lineQueue: LineQueue
+    private var tracker: StatusTracker
+    private var statusSchedule: RetainedStatusSchedule
+    /// When a change of the retained status may be published (real monotonic nanoseconds; see `refreshStatus`).
+    private var statusDue: Int64?
+    private let statusInbox = StatusInbox()
 
     init(config: AgentConfig, source: LineSource, clock: AgentClock, credentials: Credentials?,
          options: Options) throws(DeviceState.Exhausted) {
@@ -56,6 +61,8 @@ final class AgentRuntime: @unchecked Sendable {
         self.clock = clock
         self.source = source
         garage = Garage(config: config)
+        tracker = StatusTracker(initial: source.initialLevels(count: config.inputs.count), at: clock.now())
+        statusSchedule = RetainedStatusSchedule(every: config.mqtt.statusEvery)
         stamper = EventStamper(state: try DeviceState(directory: config.outbox.path), clock: clock,
                                kernelBoot: EventStamper.readKernelBoot())
         topics = Topics(site: config.site, device: config.device)
@@ -69,7 +76,7 @@ final class AgentRuntime: @unchecked Sendable {
             subscriptions: [topics.commands])
         settings.tls = config.mqtt.tls.map { ($0.ca, $0.cert, $0.key) }
         settings.protocolVersion = Int32(config.mqtt.protocolVersion)
-        link = MQTTLink(settings: settings) { [inbox] in inbox.post(.uplink($0)) }
+        link = MQTTLink(settings: settings, emitAll: { [inbox] events in inbox.post(contentsOf: events.lazy.map { .uplink($0) }) })
         let birth = StatusPayload(state: "online", version: AgentVersion.current, configHash: options.configHash,
                                   boot: stamper.state.boot, since: stamper.wallTime(clock.now()), mode: options.mode)
         let outbox: any Outbox
@@ -95,6 +102,9 @@ final class AgentRuntime: @unchecked Sendable {
         }
         try stamper.state.atLeast(seq: outboxHighest, from: config.outbox.path + "/outbox.log")
         session = UplinkSession(link: link, topics: topics, outbox: outbox, birth: birth)
+        // Connecting (name lookup, TCP, TLS, CONNACK) overlaps the rest of the start: `boot` is on disk by now, and
+        // the link's events wait in the inbox until the loop runs.
+        link.start()
     }
 
     /// Outbox trouble found while opening it, announced as fault events once running.
@@ -127,7 +137,6 @@ final class AgentRuntime: @unchecked Sendable {
         for problem in startProblems { deviceEvent("outbox.fault") { $0.reason = problem } }
         flush()
         publishChangedStates()
-        link.start()
         let stopSource = source.start(clock: clock, into: lineQueue, inbox: inbox)
         Log.info("agent running", ["site": config.site, "device": config.device, "lanes": config.lanes.count,
                                    "spots": config.spots.count, "boot": stamper.state.boot])
@@ -137,23 +146,29 @@ final class AgentRuntime: @unchecked Sendable {
         if let every = options.service.watchdogInterval { watchdogDue = Inbox.now() + every.nanosecondCount }
         if !clockSynced { clockDue = Inbox.now() + clockWait.nanosecondCount }
         while true {
+            statusInbox.answer { statusSnapshot.build() }
             if stopRequested.load(ordering: .acquiring) {
                 stopSource()
                 return stop(exitCode: ExitCode.success)
             }
-            let input = inbox.next(until: [timer?.real, watchdogDue, clockDue].compactMap { $0 }.min()) ?? due()
+            let input = inbox.next(until: [timer?.real, watchdogDue, clockDue, shedDue, statusDue].compactMap { $0 }.min()) ?? due()
             guard let input else { continue }
             switch input {
             case .lines:
                 let batch = lineQueue.take()
+                tracker.note(batch.changes)
                 for change in batch.changes { garage.handle(change, into: &events) }
-                if batch.shed > 0 { declareShed(batch) }
+                if batch.shed > 0 { shed(batch) }
                 flush()
             case .tick:
                 timer = nil
                 garage.advance(to: clock.now(), into: &events)
                 flush()
             case .housekeeping:
+                if let due = shedDue, due <= Inbox.now() {
+                    declareShed()
+                    flush()
+                }
                 if let due = watchdogDue, let every = options.service.watchdogInterval, due <= Inbox.now() {
                     options.service.alive()   // the watchdog is fed by the event loop itself
                     watchdogDue = Inbox.now() + every.nanosecondCount
@@ -166,6 +181,7 @@ final class AgentRuntime: @unchecked Sendable {
                     clockDue = clockSynced ? nil : Inbox.now() + clockWait.nanosecondCount
                 }
             case .uplink(let event):
+                noteForStatus(event)
                 session.handle(event)
                 switch event {
                 case .message(let topic, let payload): command(topic: topic, payload: payload)
@@ -194,7 +210,13 @@ final class AgentRuntime: @unchecked Sendable {
             case .stop:
                 stopSource()
                 return stop(exitCode: ExitCode.success)
+            case .statusRequested:
+                break   // answered above
+            case .statusDue:
+                statusDue = nil
+                statusSchedule.woke()
             }
+            refreshStatus()
         }
     }
 
@@ -203,7 +225,8 @@ final class AgentRuntime: @unchecked Sendable {
     private func due() -> AgentInput? {
         let now = Inbox.now()
         if let timer, timer.real <= now { return .tick }
-        if [watchdogDue, clockDue].contains(where: { $0.map { $0 <= now } ?? false }) { return .housekeeping }
+        if let statusDue, statusDue <= now { return .statusDue }
+        if [watchdogDue, clockDue, shedDue].contains(where: { $0.map { $0 <= now } ?? false }) { return .housekeeping }
         return nil
     }
 
@@ -212,9 +235,11 @@ final class AgentRuntime: @unchecked Sendable {
         Log.info("stopping", ["outbox": session.outboxCount])
         options.service.stopping()
         garage.advance(to: clock.now(), into: &events)
+        declareShed()
         flush()
         // flush() arms the garage's next timer; nothing is due any more once stopping.
         timer = nil
+        statusDue = nil
         session.sayOffline()
         let giveUp = Inbox.now() + options.stopGrace.nanosecondCount
         var unread = 0   // line changes still queued: never stamped nor stored, the board's levels say the rest at the next start
@@ -225,11 +250,12 @@ final class AgentRuntime: @unchecked Sendable {
                     break waiting
                 }
                 if case .lines = input { unread += lineQueue.take().changes.count }
+                statusInbox.answer { statusSnapshot.build() }
                 switch input {
                 case .uplink(let event):
                     session.handle(event)
                     if !session.isConnected || (session.offlineAcknowledged && session.settled) { break waiting }
-                case .lines, .tick, .sourceFinished, .stop, .housekeeping, .inputLost:
+                case .lines, .tick, .sourceFinished, .stop, .housekeeping, .inputLost, .statusDue, .statusRequested:
                     continue
                 }
             }
@@ -253,6 +279,7 @@ final class AgentRuntime: @unchecked Sendable {
         let entries = (events.map { stamper.stamp($0, synced: clockSynced) } + deviceEvents).sorted { $0.event.seq < $1.event.seq }
         events.removeAll(keepingCapacity: true)
         deviceEvents.removeAll()
+        tracker.note(entries)
         stamper.state.setLaneCounts(garage.laneCounts)
         stamper.state.save()
         for entry in entries { Log.debug("event", ["type": entry.event.type, "seq": entry.event.seq]) }
@@ -287,6 +314,7 @@ final class AgentRuntime: @unchecked Sendable {
     private func announceDrops() {
         guard session.isConnected, stamper.state.announcement == nil, let drops = stamper.state.drops else { return }
         Log.warn("announcing dropped events", ["count": drops.count, "first_seq": drops.firstSeq, "last_seq": drops.lastSeq])
+        tracker.dropsDeclared += drops.count
         let entry = stamper.stampDevice(type: "outbox.dropped", at: clock.now(), synced: clockSynced) {
             $0.dropped = drops.count
             $0.firstSeq = drops.firstSeq
@@ -314,12 +342,35 @@ final class AgentRuntime: @unchecked Sendable {
 
     /// Line changes shed by an overloaded loop never reached the garage (each input still ends at its true level):
     /// said in the log and to the backend, so a burst never changes the garage silently.
-    private func declareShed(_ batch: LineQueue.Batch) {
-        let names = batch.shedInputs.sorted().map { config.inputs[$0].ref.description }
-        Log.warn("line changes shed, the event loop fell behind", ["shed": batch.shed, "inputs": names.joined(separator: ",")])
+    /// A sustained overload is declared once per `shedInterval` at most (events about shedding must not add to
+    /// the load): the first batch that sheds at once, later ones summed until the interval has passed.
+    private func shed(_ batch: LineQueue.Batch) {
+        unannouncedShed.count += batch.shed
+        unannouncedShed.inputs.formUnion(batch.shedInputs)
+        let now = Inbox.now()
+        if let last = shedDeclaredAt, now - last < AgentRuntime.shedInterval {
+            shedDue = shedDue ?? last + AgentRuntime.shedInterval
+        } else {
+            declareShed()
+        }
+    }
+
+    private static let shedInterval: Int64 = 5_000_000_000
+    private var unannouncedShed: (count: Int, inputs: Set<Int>) = (0, [])
+    private var shedDeclaredAt: Int64?
+    private var shedDue: Int64?
+
+    private func declareShed() {
+        shedDue = nil
+        let (count, inputs) = unannouncedShed
+        guard count > 0 else { return }
+        unannouncedShed = (0, [])
+        shedDeclaredAt = Inbox.now()
+        let names = inputs.sorted().map { config.inputs[$0].ref.description }
+        Log.warn("line changes shed, the event loop fell behind", ["shed": count, "inputs": names.joined(separator: ",")])
         deviceEvent("input.shed") {
-            $0.dropped = batch.shed
-            $0.reason = "the agent fell behind: \(batch.shed) line changes of \(names.joined(separator: ", ")) were "
+            $0.dropped = count
+            $0.reason = "the agent fell behind: \(count) line changes of \(names.joined(separator: ", ")) were "
                 + "shed, each input kept at its last level"
         }
     }
@@ -350,12 +401,53 @@ final class AgentRuntime: @unchecked Sendable {
     private func command(topic: String, payload: [UInt8]) {
         guard topic.hasPrefix(topics.prefix + "/cmd/") else { return }
         let name = String(topic.dropFirst(topics.prefix.count + 5))
-        let reply = CommandHandler.handle(name: name, payload: payload, garage: &garage)
-        Log.info("command", ["name": name, "ok": reply.ok])
-        session.publishReply(topic: topics.reply, payload: WireJSON.encode(reply))
+        let reply = CommandHandler.handle(name: name, payload: payload, garage: &garage,
+                                          status: name == "diag" ? statusSnapshot.build() : nil)
+        Log.info("command", ["name": String(name.prefix(40)), "ok": reply.ok])
+        session.publishReply(topic: topics.reply, payload: reply.payload)
         if reply.ok && name == "rebirth" { session.rebirth() }
         stamper.state.setLaneCounts(garage.laneCounts)
         stamper.state.save()
         publishChangedStates()
+    }
+
+    // MARK: - Status (built in Sources/Agent/Status)
+
+    /// For the status socket's thread: the event loop answers before its next input.
+    func requestStatus(_ request: StatusRequest) {
+        statusInbox.add(request)
+        inbox.post(.statusRequested)
+    }
+
+    private var statusSnapshot: StatusSnapshot {
+        StatusSnapshot(config: config, garage: garage, session: session, stamper: stamper, tracker: tracker,
+                       configHash: options.configHash, mode: options.mode, clockSynced: clockSynced)
+    }
+
+    /// Link events for the status; a new connection's birth carries the facts as they are now.
+    private func noteForStatus(_ event: UplinkEvent) {
+        tracker.note(event, at: clock.now())
+        if case .connected = event { publishStatus(statusSnapshot) }
+    }
+
+    /// Republishes the retained status when its facts changed, at most once per `mqtt.status_every` (a deadline
+    /// the loop sleeps until, not a timer).
+    private func refreshStatus() {
+        let snapshot = statusSnapshot
+        switch statusSchedule.decide(snapshot.health, connected: session.isConnected, now: RetainedStatusSchedule.now) {
+        case .nothing:
+            break
+        case .publishNow:
+            publishStatus(snapshot)
+        case .wake(let delay):
+            statusDue = Inbox.now() + delay.nanosecondCount
+        }
+    }
+
+    private func publishStatus(_ snapshot: StatusSnapshot) {
+        let health = snapshot.health
+        session.updateStatus(session.birth.with(health, uptimeSeconds: Int(tracker.uptimeSeconds),
+                                                outboxOldestAgeSeconds: snapshot.oldestAgeSeconds.map { Int($0) }))
+        statusSchedule.didPublish(health, at: RetainedStatusSchedule.now)
     }
 }

@@ -137,8 +137,10 @@ struct DeviceState {
         do {
             try ledger.write(SeqLedger.Entry(boot: boot, reserved: reserved, settled: min(settled, seq), clean: clean))
         } catch {
-            Log.error("cannot reserve sequence numbers", ["error": error.message])
+            ledgerFailures.occurred(1, ["error": error.message])
+            return
         }
+        ledgerFailures.ended()
     }
 
     /// Never below what an outbox on disk already holds.
@@ -217,11 +219,16 @@ struct DeviceState {
         let bytes = Array((try? encoder.encode(stored)) ?? Data())
         // Two copies, one after the other: whatever happens to one, the other is whole.
         if let error = DurableFile.replace(path: path, with: bytes) ?? DurableFile.replace(path: path + ".bak", with: bytes) {
-            Log.error("cannot save device state", ["path": path, "error": error])
+            saveFailures.occurred(1, ["path": path, "error": error])
         } else {
             saved = stored
+            saveFailures.ended(["path": path])
         }
     }
+
+    /// A disk that refuses every write: one log line per streak, not one per event.
+    private var saveFailures = LogStreak(.error, "cannot save device state", ended: "device state saved again")
+    private var ledgerFailures = LogStreak(.error, "cannot reserve sequence numbers", ended: "sequence numbers reserved again")
 }
 
 private func rename(_ from: String, _ to: String) -> Int32 { Glibc.rename(from, to) }

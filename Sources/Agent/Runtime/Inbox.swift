@@ -30,9 +30,12 @@ final class Inbox: @unchecked Sendable {
     }
 
     /// From any thread.
-    func post(_ input: AgentInput) {
+    func post(_ input: AgentInput) { post(contentsOf: CollectionOfOne(input)) }
+
+    /// Several inputs at once (what one round of the network loop brought): one lock, one wake-up.
+    func post(contentsOf inputs: some Sequence<AgentInput>) {
         pthread_mutex_lock(mutex)
-        items.append(input)
+        items.append(contentsOf: inputs)
         let wake = waiting
         waiting = false   // one signal per wait
         pthread_mutex_unlock(mutex)

@@ -68,6 +68,7 @@ enum RunCommand {
                                 username: credentials?.username, password: credentials?.password,
                                 subscriptions: config.filters)
         link.cleanSession = false
+        link.unreachableMessage = "broker unreachable, it queues for this session meanwhile"
         link.tls = config.tls
         let databaseURL = args.option("database") ?? ProcessInfo.processInfo.environment["DATABASE_URL"] ?? ""
         let runtime = BridgeRuntime(settings: .init(databaseURL: databaseURL, link: link, config: config,

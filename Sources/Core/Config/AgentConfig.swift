@@ -27,6 +27,8 @@ public struct MQTTSettings: Sendable {
     public var protocolVersion: Int
     /// The credentials and TLS files above, with where the config names them: checked before anything runs.
     public var files: [LinkFile] = []
+    /// The retained `status` is republished at most this often, and only when what it reports changed.
+    public var statusEvery: Duration = ConfigDefaults.statusEvery
 }
 
 /// A file the MQTT link needs, as the config names it.
@@ -154,6 +156,7 @@ public enum ConfigDefaults {
     public static let outboxPath = "/var/lib/parkwise-agent/outbox"
     public static let outboxCapacity = 200
     public static let keepalive: Duration = .seconds(30)
+    public static let statusEvery: Duration = .seconds(60)
     public static let spotDelayedOn: Duration = .seconds(5)
     public static let spotDelayedOff: Duration = .seconds(10)
     public static let loopDelayedOn: Duration = .milliseconds(50)

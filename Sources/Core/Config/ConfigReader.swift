@@ -60,7 +60,8 @@ public struct ConfigReader {
             return MQTTSettings(brokers: [BrokerAddress(tls: false, host: "127.0.0.1", port: 1883)],
                                 credentialsPath: nil, keepalive: ConfigDefaults.keepalive, tls: nil, protocolVersion: 4)
         }
-        guard let map = mapping(node, keys: ["brokers", "credentials", "keepalive", "tls", "protocol"], in: "mqtt") else { return nil }
+        guard let map = mapping(node, keys: ["brokers", "credentials", "keepalive", "tls", "protocol", "status_every"],
+                                in: "mqtt") else { return nil }
         var brokers: [BrokerAddress] = []
         var brokersRead = true
         if let list = map["brokers"] {
@@ -90,6 +91,11 @@ public struct ConfigReader {
         if let k = map["keepalive"], keepalive < .seconds(5) || keepalive > .seconds(3600) {
             report(k.mark, "keepalive must be between 5s and 1h", hint: "30s suits most networks")
         }
+        let statusEvery = map["status_every"].flatMap { duration($0, key: "status_every") } ?? ConfigDefaults.statusEvery
+        if let e = map["status_every"], statusEvery < .seconds(1) || statusEvery > .seconds(3600) {
+            report(e.mark, "status_every must be between 1s and 1h",
+                   hint: "1m (the default) keeps the retained status fresh without chatter")
+        }
         var tls: TLSFiles?
         if let t = map["tls"], let tm = mapping(t, keys: ["ca", "cert", "key"], in: "mqtt.tls") {
             let tlsFiles = TLSFiles(ca: file(tm["ca"], .ca), cert: file(tm["cert"], .cert), key: file(tm["key"], .key))
@@ -111,8 +117,10 @@ public struct ConfigReader {
             default: report(p.mark, "unknown MQTT protocol '\(text)'", hint: "use \"3.1.1\" (default) or \"5\"")
             }
         }
-        return MQTTSettings(brokers: brokers, credentialsPath: credentials, keepalive: keepalive, tls: tls,
-                            protocolVersion: protocolVersion, files: files)
+        var settings = MQTTSettings(brokers: brokers, credentialsPath: credentials, keepalive: keepalive, tls: tls,
+                                    protocolVersion: protocolVersion, files: files)
+        settings.statusEvery = statusEvery
+        return settings
     }
 
     private mutating func readOutbox(_ node: ConfigNode?) -> OutboxSettings {

@@ -6,7 +6,9 @@ import ParkWiseLog
 import Synchronization
 
 /// The device's link to its brokers. One dedicated thread connects (trying each broker in turn,
-/// with capped exponential backoff and jitter), runs the network loop, and reports through `emit`.
+/// with capped exponential backoff and jitter), runs the network loop, and reports through `emit`: what one round
+/// of reading brought (PUBACKs, messages) is handed on in one call, so a burst of acknowledgements wakes the
+/// consumer once.
 /// `publish` may be called from any thread.
 public final class MQTTLink: Sendable {
     public enum PublishResult: Sendable, Equatable {
@@ -15,7 +17,7 @@ public final class MQTTLink: Sendable {
     }
 
     private let settings: LinkSettings
-    private let emit: @Sendable (UplinkEvent) -> Void
+    private let emit: @Sendable ([UplinkEvent]) -> Void
     /// The live connection, if any. Publishes and the loop thread's teardown take this lock.
     private let current = Mutex<MosquittoConnection?>(nil)
     private let stopping = Atomic<Bool>(false)
@@ -25,9 +27,14 @@ public final class MQTTLink: Sendable {
     /// When this process last wrote to the broker (monotonic ms): the keepalive is due a keepalive after it.
     private let lastWrite = Atomic<Int64>(0)
 
-    public init(settings: LinkSettings, emit: @escaping @Sendable (UplinkEvent) -> Void) {
+    /// `emit` gets the events of one round of the network loop together, in order.
+    public init(settings: LinkSettings, emitAll emit: @escaping @Sendable ([UplinkEvent]) -> Void) {
         self.settings = settings
         self.emit = emit
+    }
+
+    public convenience init(settings: LinkSettings, emit: @escaping @Sendable (UplinkEvent) -> Void) {
+        self.init(settings: settings, emitAll: { events in events.forEach(emit) })
     }
 
     public func start() {
@@ -86,15 +93,10 @@ public final class MQTTLink: Sendable {
                 if wasUp {
                     attempt = 0
                     Log.warn("uplink lost", ["broker": broker, "reason": reason])
-                    emit(.disconnected(connection: number, reason: reason))
+                    emit([.disconnected(connection: number, reason: reason)])
                 } else {
                     if reason != lastReason {
-                        if settings.cleanSession {
-                            Log.warn("broker unreachable, events stay in the outbox", ["broker": broker, "reason": reason])
-                        } else {
-                            // A consumer with a persistent session: the broker queues for it meanwhile.
-                            Log.warn("broker unreachable, it queues for this session meanwhile", ["broker": broker, "reason": reason])
-                        }
+                        Log.log(.warn, settings.unreachableMessage, ["broker": broker, "reason": reason])
                     }
                     brokerIndex += 1
                     attempt += 1
@@ -112,8 +114,7 @@ public final class MQTTLink: Sendable {
     private func session(broker: LinkSettings.Broker, number: UInt64) -> Outcome {
         let connection: MosquittoConnection
         do {
-            connection = try MosquittoConnection.make(settings: settings, broker: broker, number: number,
-                                                      emit: emit)
+            connection = try MosquittoConnection.make(settings: settings, broker: broker, number: number)
         } catch {
             return .lost(error.description, wasUp: false)
         }
@@ -156,6 +157,7 @@ public final class MQTTLink: Sendable {
                     received = connection.received
                     lastWrite.store(lastRead, ordering: .relaxed)   // QoS 1 publishes were answered with PUBACKs
                 }
+                deliver(connection)
                 if rc != MOSQ_ERR_SUCCESS.rawValue { return .lost(MosquittoConnection.describe(rc), wasUp: up) }
             }
             if connection.wantsWrite {
@@ -169,7 +171,7 @@ public final class MQTTLink: Sendable {
                 lastRead = monotonicMilliseconds()
                 for filter in settings.subscriptions { _ = connection.subscribe(filter) }
                 Log.info("uplink connected", ["broker": broker])
-                emit(.connected(broker: broker.description, connection: number))
+                emit([.connected(broker: broker.description, connection: number)])
                 continue
             } else if !up && connack > 0 {
                 return .lost("broker refused the connection: \(MosquittoConnection.describeConnack(connack))", wasUp: false)
@@ -189,12 +191,19 @@ public final class MQTTLink: Sendable {
         }
     }
 
+    /// Hands on what the callbacks reported, together.
+    private func deliver(_ connection: MosquittoConnection) {
+        let events = connection.takeEvents()
+        if !events.isEmpty { emit(events) }
+    }
+
     /// Lets queued packets out, then sends DISCONNECT.
     private func drainAndDisconnect(_ connection: MosquittoConnection) {
         let until = monotonicSeconds() + 1
         while connection.wantsWrite && monotonicSeconds() < until { _ = connection.loop(timeoutMs: 20) }
         connection.disconnect()
         for _ in 0..<5 { _ = connection.loop(timeoutMs: 20) }
+        deliver(connection)
     }
 
     private func backoff(_ attempt: Int) -> Double {

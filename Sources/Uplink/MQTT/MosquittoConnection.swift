@@ -17,19 +17,29 @@ final class MosquittoConnection: @unchecked Sendable {
     let broker: LinkSettings.Broker
     let number: UInt64
 
-    /// What the callbacks may touch: the event sink and the CONNACK result, nothing else.
+    /// What the callbacks may touch: the events they report (taken by the link's thread after each round of
+    /// reading and writing, and handed on together) and the CONNACK result, nothing else.
     final class CallbackContext: Sendable {
         let number: UInt64
         let broker: String
-        let emit: @Sendable (UplinkEvent) -> Void
+        let events = Mutex<[UplinkEvent]>([])
         /// -1 until CONNACK; then the CONNACK code (0 accepted).
         let connack = Atomic<Int32>(-1)
         let received = Atomic<UInt64>(0)
+        /// Where a broker probe's callbacks report at once (nil for the link, whose events wait in `events`).
+        let direct: (@Sendable (UplinkEvent) -> Void)?
+        /// A broker probe's record of acknowledgements and library errors; nil for the link.
+        let recorder: ProbeRecorder?
 
-        init(number: UInt64, broker: String, emit: @escaping @Sendable (UplinkEvent) -> Void) {
+        init(number: UInt64, broker: String, emit: (@Sendable (UplinkEvent) -> Void)? = nil, recorder: ProbeRecorder? = nil) {
             self.number = number
             self.broker = broker
-            self.emit = emit
+            self.direct = emit
+            self.recorder = recorder
+        }
+
+        func emit(_ event: UplinkEvent) {
+            if let direct { direct(event) } else { events.withLock { $0.append(event) } }
         }
     }
 
@@ -50,10 +60,11 @@ final class MosquittoConnection: @unchecked Sendable {
     }
 
     static func make(settings: LinkSettings, broker: LinkSettings.Broker, number: UInt64,
-                     emit: @escaping @Sendable (UplinkEvent) -> Void) throws(UplinkError) -> MosquittoConnection {
+                     emit: (@Sendable (UplinkEvent) -> Void)? = nil,
+                     recorder: ProbeRecorder? = nil) throws(UplinkError) -> MosquittoConnection {
         guard libraryReady else { throw UplinkError(.library, "libmosquitto failed to initialise") }
         let context = Unmanaged.passRetained(CallbackContext(number: number, broker: broker.description,
-                                                             emit: emit))
+                                                             emit: emit, recorder: recorder))
         guard let handle = mosquitto_new(settings.clientID, settings.cleanSession, context.toOpaque()) else {
             context.release()
             throw UplinkError(.library, "cannot create an MQTT client (out of memory?)")
@@ -67,6 +78,11 @@ final class MosquittoConnection: @unchecked Sendable {
         mosquitto_disconnect_callback_set(handle, onDisconnect)
         mosquitto_publish_callback_set(handle, onPublish)
         mosquitto_message_callback_set(handle, onMessage)
+        if recorder != nil {
+            mosquitto_publish_v5_callback_set(handle, onPublishReason)
+            mosquitto_subscribe_callback_set(handle, onSubscribe)
+            mosquitto_log_callback_set(handle, onLog)
+        }
         if let will = settings.will {
             try check(will.payload.withUnsafeBytes {
                 mosquitto_will_set(handle, will.topic, Int32($0.count), $0.baseAddress, 1, true)
@@ -105,6 +121,14 @@ final class MosquittoConnection: @unchecked Sendable {
     /// Keepalive: a PINGREQ when due, or the end of a connection whose PINGRESP never came.
     func loopMisc() -> Int32 { mosquitto_loop_misc(handle) }
 
+    /// What the callbacks reported since the last call (PUBACKs, messages), oldest first.
+    func takeEvents() -> [UplinkEvent] {
+        context.takeUnretainedValue().events.withLock { events in
+            defer { events.removeAll(keepingCapacity: true) }
+            return events
+        }
+    }
+
     /// Publishes received so far (a QoS 1 publish is answered with a PUBACK written while reading).
     var received: UInt64 { context.takeUnretainedValue().received.load(ordering: .acquiring) }
 
@@ -119,6 +143,13 @@ final class MosquittoConnection: @unchecked Sendable {
 
     func subscribe(_ filter: String) -> Int32 { mosquitto_subscribe(handle, nil, filter, 1) }
 
+    /// QoS 1 subscription; returns the message id whose SUBACK a probe's recorder keeps.
+    func subscribeCounted(_ filter: String) -> (rc: Int32, mid: Int32) {
+        var mid: Int32 = 0
+        let rc = mosquitto_subscribe(handle, &mid, filter, 1)
+        return (rc, mid)
+    }
+
     func disconnect() { _ = mosquitto_disconnect(handle) }
 
     var wantsWrite: Bool { mosquitto_want_write(handle) }
@@ -129,6 +160,8 @@ final class MosquittoConnection: @unchecked Sendable {
 
     static func describe(_ rc: Int32) -> String { String(cString: mosquitto_strerror(rc)) }
     static func describeConnack(_ code: Int32) -> String { String(cString: mosquitto_connack_string(code)) }
+    /// An MQTT 5 reason code (CONNACK, PUBACK, SUBACK) in words.
+    static func describeReason(_ code: Int32) -> String { String(cString: mosquitto_reason_string(code)) }
 }
 
 // C callbacks: file-scope, context through the user-data pointer, touching only the context.
@@ -158,4 +191,22 @@ private func onMessage(_ mosq: OpaquePointer?, _ obj: UnsafeMutableRawPointer?, 
     let payload = message.payloadlen > 0 && message.payload != nil
         ? Array(UnsafeRawBufferPointer(start: message.payload, count: Int(message.payloadlen))) : []
     ctx.emit(.message(topic: String(cString: topic), payload: payload))
+}
+
+// A broker probe's callbacks: they only write into the recorder (lock-protected).
+
+private func onPublishReason(_ mosq: OpaquePointer?, _ obj: UnsafeMutableRawPointer?, _ mid: Int32, _ reason: Int32,
+                             _ props: OpaquePointer?) {
+    context(obj).recorder?.puback(mid: mid, reason: reason)
+}
+
+private func onSubscribe(_ mosq: OpaquePointer?, _ obj: UnsafeMutableRawPointer?, _ mid: Int32, _ count: Int32,
+                         _ granted: UnsafePointer<Int32>?) {
+    let codes = granted.map { Array(UnsafeBufferPointer(start: $0, count: Int(count))) } ?? []
+    context(obj).recorder?.suback(mid: mid, granted: codes)
+}
+
+private func onLog(_ mosq: OpaquePointer?, _ obj: UnsafeMutableRawPointer?, _ level: Int32, _ text: UnsafePointer<CChar>?) {
+    guard level & (MOSQ_LOG_ERR | MOSQ_LOG_WARNING) != 0, let text else { return }
+    context(obj).recorder?.log(String(cString: text))
 }

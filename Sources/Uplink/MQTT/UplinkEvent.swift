@@ -45,6 +45,9 @@ public struct LinkSettings: Sendable {
     /// false: a persistent session (the broker keeps the subscriptions and queues QoS 1 messages
     /// for this client id while it is away), as a consumer like the backend bridge needs.
     public var cleanSession = true
+    /// What the log says while no broker answers: what happens meanwhile depends on who is linked
+    /// (a device keeps events in its outbox; a persistent consumer has the broker queue for it).
+    public var unreachableMessage: StaticString = "broker unreachable, events stay in the outbox"
 
     public init(brokers: [Broker], clientID: String, keepaliveSeconds: Int, will: (topic: String, payload: [UInt8])?,
                 username: String? = nil, password: String? = nil, subscriptions: [String]) {

@@ -1,0 +1,42 @@
+import Glibc
+import ParkWiseContract
+
+/// When the retained `status` is republished: only when its facts changed (never for the uptime
+/// alone), at most once per `every`, and only while connected (every connection publishes it
+/// anyway). No timer runs unless a change waits for its turn.
+struct RetainedStatusSchedule {
+    let every: Duration
+    private(set) var published: StatusPayload.Health?
+    private var publishedAt: Int64 = .min
+    /// A wake-up is armed for a change that came too soon after the last publish.
+    private(set) var armed = false
+
+    /// Real monotonic nanoseconds (the interval is real time, even in a fast simulation).
+    static var now: Int64 { AgentClock.read(CLOCK_MONOTONIC) }
+
+    init(every: Duration) {
+        self.every = every
+    }
+
+    enum Decision: Equatable { case nothing, publishNow, wake(after: Duration) }
+
+    /// What to do about the facts now; `now` in real monotonic nanoseconds.
+    mutating func decide(_ health: StatusPayload.Health, connected: Bool, now: Int64) -> Decision {
+        guard connected, health != published, !armed else { return .nothing }
+        let interval = every.components.seconds * 1_000_000_000 + every.components.attoseconds / 1_000_000_000
+        let due = publishedAt == .min ? now : publishedAt + interval
+        guard now < due else { return .publishNow }
+        armed = true
+        return .wake(after: .nanoseconds(due - now))
+    }
+
+    /// The armed wake-up has come.
+    mutating func woke() {
+        armed = false
+    }
+
+    mutating func didPublish(_ health: StatusPayload.Health, at now: Int64) {
+        published = health
+        publishedAt = now
+    }
+}

@@ -1,0 +1,81 @@
+import AgentStatus
+import Glibc
+import ParkWiseContract
+import ParkWiseCore
+import ParkWiseLog
+import Uplink
+
+/// The running agent's status, built by the event loop from what it owns (on request: nothing is
+/// kept up to date for it between requests).
+struct StatusSnapshot {
+    let config: AgentConfig
+    let garage: Garage
+    let session: UplinkSession
+    let stamper: EventStamper
+    let tracker: StatusTracker
+    let configHash: String?
+    let mode: String?
+    let clockSynced: Bool
+
+    var clockState: String { stamper.clock.isScaled ? "simulated" : clockSynced ? "synced" : "unsynced" }
+
+    /// The outbox's oldest pending event's age in seconds (nil: none, or from before the machine's last boot).
+    var oldestAgeSeconds: Double? {
+        guard let oldest = session.oldestPending, oldest.kernelBoot == stamper.kernelBoot else { return nil }
+        return max(0, Double(stamper.clock.now().nanoseconds - oldest.atMonotonic) / 1e9)
+    }
+
+    /// The retained status's changing facts.
+    var health: StatusPayload.Health {
+        StatusPayload.Health(outboxDepth: session.outboxCount, clock: clockState,
+                             faultedInputs: (0..<garage.inputCount).count(where: { garage.input($0).fault != nil }),
+                             reconnects: tracker.reconnects)
+    }
+
+    func build() -> AgentStatus {
+        let now = stamper.clock.now()
+        let ago = { (instant: MonotonicInstant) in Double((now - instant).milliseconds) / 1000 }
+        let inputs = config.inputs.enumerated().map { i, input in
+            let state = garage.input(i)
+            return AgentStatus.Input(input: input.ref.description, feeds: input.owner, raw: state.raw, filtered: state.filtered,
+                                     health: state.fault?.rawValue ?? "ok", changes: tracker.changes[i],
+                                     lastChange: tracker.lastChange[i].map(stamper.wallTime),
+                                     lastChangeAgoSeconds: tracker.lastChange[i].map(ago))
+        }
+        let lanes = config.lanes.enumerated().map { l, lane in
+            AgentStatus.Lane(id: lane.id, from: lane.from, to: lane.to, loopA: lane.loopA.ref.description,
+                             loopB: lane.loopB.ref.description,
+                             faulted: inputs[2 * l].health != "ok" || inputs[2 * l + 1].health != "ok",
+                             passages: tracker.passages[lane.id] ?? 0, lastPassage: tracker.lastPassage[lane.id])
+        }
+        let spots = config.spots.indices.map { s in
+            let spot = garage.spot(s)
+            return AgentStatus.Spot(id: spot.id, level: spot.level, zone: AgentStatus.Spot.zone(of: spot.id, level: spot.level),
+                                    state: spot.occupancy.rawValue, since: spot.since.map(stamper.wallTime),
+                                    checkedIn: spot.checkedIn)
+        }
+        let levels = config.levels.indices.map { l in
+            let level = garage.level(l)
+            return AgentStatus.Level(id: level.id, capacity: level.capacity, occupied: level.occupied,
+                                     free: level.occupied.map { max(level.capacity - $0, 0) }, source: level.source,
+                                     spotsSensed: level.spotsSensed, spotsOccupied: level.spotsOccupied,
+                                     spotsUnknown: level.spotsUnknown, laneCount: level.laneCount)
+        }
+        let link = AgentStatus.Link(state: tracker.broker == nil ? "connecting" : "connected", broker: tracker.broker,
+                                    connectedSince: tracker.connectedSince.map(stamper.wallTime),
+                                    reconnects: tracker.reconnects, lastLoss: tracker.lastLoss,
+                                    brokers: config.mqtt.brokers.map(\.description))
+        let state = stamper.state
+        let outbox = AgentStatus.OutboxStatus(path: config.outbox.path, depth: session.outboxCount,
+                                              capacity: session.outboxCapacity, oldestSeq: session.oldestPendingSeq,
+                                              oldestAgeSeconds: oldestAgeSeconds, lastSeq: state.seq,
+                                              dropsDeclared: tracker.dropsDeclared,
+                                              dropsUnannounced: (state.drops?.count ?? 0) + (state.announcement?.event.dropped ?? 0),
+                                              problem: session.outboxProblem)
+        return AgentStatus(site: config.site, device: config.device, version: AgentVersion.current, configHash: configHash,
+                           mode: mode ?? "live", pid: getpid(), boot: state.boot, now: stamper.wallTime(now),
+                           startedAt: stamper.wallTime(tracker.startedAt), uptimeSeconds: tracker.uptimeSeconds,
+                           clock: clockState, logLevel: Log.threshold.word, link: link, outbox: outbox, levels: levels,
+                           lanes: lanes, spots: spots, inputs: inputs)
+    }
+}
