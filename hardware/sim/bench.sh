@@ -10,14 +10,15 @@
 #   loaded    the tmpfs run again with two busy processes (`yes`) on the host's cores
 #   disk      parkwise's outbox on an ext4 virtio disk (a host file, cache=none: writes and flushes reach the host)
 #   sd        the same on a disk throttled like an SD card (qemu throttling.iops-write=PARKWISE_BENCH_SD_IOPS)
-#             with bytes written and flushes per event from /sys/block/vdX/stat
+#             with bytes written and flushes per event from /sys/block/vdX/stat; then a burst of
+#             PARKWISE_BENCH_BURST (50) edges 5 ms apart on each agent (what a group commit is for)
 #   spawn     spawn -> first publish, each agent started PARKWISE_BENCH_SPAWNS times, alternating
 # The host is not assumed quiet: its /proc/loadavg is printed with every phase.
 #
 #   bash hardware/sim/bench.sh            # PARKWISE_BENCH_BOOTS boots (default 3), then the summary
 #
 # PARKWISE_BENCH_BOOTS (3) PARKWISE_BENCH_EDGES (100 per agent and run) PARKWISE_BENCH_GAP_MS (50: pause after a
-# message, plus a random 0..GAP) PARKWISE_BENCH_IDLE_S (60) PARKWISE_BENCH_SPAWNS (5) PARKWISE_BENCH_SD_IOPS (300)
+# message, plus a random 0..GAP) PARKWISE_BENCH_IDLE_S (60) PARKWISE_BENCH_SPAWNS (5) PARKWISE_BENCH_SD_IOPS (300) PARKWISE_BENCH_BURST (50)
 # PARKWISE_AGENT (a libgpiod 1.6 agent binary instead of building one) PARKWISE_VM_BUILD, PARKWISE_VM_CACHE as in
 # run-tests.sh. PARKWISE_BENCH_OUT: where the raw figures go (default: a temporary directory, kept and printed).
 set -uo pipefail
@@ -29,6 +30,7 @@ GAP="${PARKWISE_BENCH_GAP_MS:-50}"
 IDLE="${PARKWISE_BENCH_IDLE_S:-60}"
 SPAWNS="${PARKWISE_BENCH_SPAWNS:-5}"
 SD_IOPS="${PARKWISE_BENCH_SD_IOPS:-300}"
+BURST="${PARKWISE_BENCH_BURST:-50}"
 WORK="${PARKWISE_BENCH_OUT:-$(mktemp -d "${TMPDIR:-/tmp}/parkwise-bench.XXXXXX")}"
 mkdir -p "$WORK"
 RESULTS="$WORK/results.txt"
@@ -114,8 +116,8 @@ boot() {
     sleep 2
     run "$b" loaded "sbs_lat $EDGES $GAP"
     stop_load
-    run "$b" disk "sbs_durable vda /mnt/disk $EDGES $GAP" &&
-    run "$b" sd "sbs_durable vdb /mnt/sd $EDGES $GAP" &&
+    run "$b" disk "BURST=$BURST sbs_durable vda /mnt/disk $EDGES $GAP" &&
+    run "$b" sd "BURST=$BURST sbs_durable vdb /mnt/sd $EDGES $GAP" &&
     run "$b" spawn "sbs_spawn $SPAWNS"
     vm_down
     rm -f "$dir/disk.img" "$dir/sd.img" "$dir/initrd.cpio"

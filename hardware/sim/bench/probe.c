@@ -7,6 +7,8 @@
  *                                      process's CPU (schedstat ns and switches of the threads alive at the end;
  *                                      utime+stime ticks of the whole process) over the run, per edge.
  *        TARGET = NAME,PID,PULL_PATH,TOPIC,MATCH   (MATCH: a substring the edge's message payload contains)
+ *   probe burst N GAP_US TARGET       N edges GAP_US apart without waiting for messages (a burst: what a group
+ *                                      commit is for), then the time until the last of the N messages.
  *   probe spawn FILTER LOG -- PROGRAM ARGS...   subscribe to FILTER, start PROGRAM (output to LOG), and time the
  *                                      start to its first message; leaves it running and prints its pid.
  *   probe idle SECONDS NAME,PID...     voluntary context switches per thread over SECONDS of nothing happening.
@@ -201,19 +203,67 @@ static int cmp_ll(const void *a, const void *b) {
 }
 static double pct(const long long *sorted, int n, double p) { return n ? sorted[(int)((n - 1) * p)] / 1e6 : -1; }
 
+/* NAME,PID,PULL_PATH,TOPIC,MATCH arguments into targets[]; their topics into filters; -1 on a bad one */
+static int parse_targets(int argc, char **argv, const char **filters) {
+    for (int i = 0; i < argc && n_targets < MAX_TARGETS; i++) {
+        struct target *t = &targets[n_targets];
+        char *s = strdup(argv[i]);
+        t->name = strsep(&s, ","); t->pid = atoi(strsep(&s, ",") ?: "0");
+        t->pull = strsep(&s, ","); t->topic = strsep(&s, ","); t->match = s;
+        if (!t->pull || !t->topic || !t->match) { fprintf(stderr, "probe: bad target %s\n", argv[i]); return -1; }
+        filters[n_targets++] = t->topic;
+    }
+    return 0;
+}
+static int pull(const char *path, int up) {
+    int fd = open(path, O_WRONLY);
+    if (fd < 0) { perror(path); return -1; }
+    const char *v = up ? "pull-up" : "pull-down";
+    ssize_t w = write(fd, v, strlen(v));
+    close(fd);
+    if (w < 0) { perror(path); return -1; }
+    return 0;
+}
+
+/* burst N GAP_US TARGET: N edges GAP_US apart without waiting, then until all N messages came (or 5 s of none) */
+static int cmd_burst(int argc, char **argv) {
+    const char *filters[MAX_TARGETS];
+    if (argc != 3 || parse_targets(1, argv + 2, filters) != 0) return 64;
+    int n = atoi(argv[0]);
+    long long gap = atoll(argv[1]) * 1000LL;
+    struct target *t = &targets[0];
+    struct mosquitto *m = subscribe(filters, 1);
+    static struct proc_fig before, after;
+    proc_figures(t->pid, &before);
+    pthread_mutex_lock(&lock);
+    long long base = t->count;
+    pthread_mutex_unlock(&lock);
+    long long start = now_ns();
+    for (int i = 0; i < n; i++) {
+        if (pull(t->pull, i % 2 == 0) != 0) return 1;
+        if (gap) sleep_ns(gap);
+    }
+    long long written = now_ns();
+    pthread_mutex_lock(&lock);
+    for (long long seen = t->count; t->count < base + n; seen = t->count)
+        if (wait_above(&t->count, seen, now_ns() + 5000000000LL) != 0) break;
+    long long got = t->count - base, last = t->last_rx;
+    pthread_mutex_unlock(&lock);
+    proc_figures(t->pid, &after);
+    struct usage u = since(&before, &after);
+    printf("burst %s edges=%d got=%lld write_ms=%.1f last_ms=%.1f cpu_ms_per_edge=%.4f\n", t->name, n, got,
+           (written - start) / 1e6, got ? (last - start) / 1e6 : -1.0, u.run_ns / 1e6 / n);
+    mosquitto_disconnect(m);
+    mosquitto_loop_stop(m, false);
+    return 0;
+}
+
 static int cmd_lat(int argc, char **argv) {
     if (argc < 3) return 64;
     int n = atoi(argv[0]);
     long long gap = atoll(argv[1]) * 1000000LL;
     const char *filters[MAX_TARGETS];
-    for (int i = 2; i < argc && n_targets < MAX_TARGETS; i++) {
-        struct target *t = &targets[n_targets];
-        char *s = strdup(argv[i]);
-        t->name = strsep(&s, ","); t->pid = atoi(strsep(&s, ",") ?: "0");
-        t->pull = strsep(&s, ","); t->topic = strsep(&s, ","); t->match = s;
-        if (!t->pull || !t->topic || !t->match) { fprintf(stderr, "probe: bad target %s\n", argv[i]); return 64; }
-        filters[n_targets++] = t->topic;
-    }
+    if (parse_targets(argc - 2, argv + 2, filters) != 0) return 64;
     struct mosquitto *m = subscribe(filters, n_targets);
     static struct proc_fig before[MAX_TARGETS], after[MAX_TARGETS];
     long long *lat[MAX_TARGETS];
@@ -224,16 +274,11 @@ static int cmd_lat(int argc, char **argv) {
         for (int k = 0; k < n_targets; k++) {
             struct target *t = &targets[k];
             level[k] = !level[k];
-            const char *v = level[k] ? "pull-up" : "pull-down";
-            int fd = open(t->pull, O_WRONLY);
-            if (fd < 0) { perror(t->pull); return 1; }
             pthread_mutex_lock(&lock);
             long long base = t->count;
             pthread_mutex_unlock(&lock);
             long long sent = now_ns();
-            ssize_t w = write(fd, v, strlen(v));
-            close(fd);
-            if (w < 0) { perror(t->pull); return 1; }
+            if (pull(t->pull, level[k]) != 0) return 1;
             pthread_mutex_lock(&lock);
             if (wait_above(&t->count, base, sent + 5000000000LL) == 0) lat[k][got[k]++] = t->last_rx - sent;
             else lost[k]++;
@@ -329,6 +374,7 @@ int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     int rc = 64;
     if (argc >= 2 && strcmp(argv[1], "lat") == 0) rc = cmd_lat(argc - 2, argv + 2);
+    else if (argc >= 2 && strcmp(argv[1], "burst") == 0) rc = cmd_burst(argc - 2, argv + 2);
     else if (argc >= 2 && strcmp(argv[1], "spawn") == 0) rc = cmd_spawn(argc - 2, argv + 2);
     else if (argc >= 2 && strcmp(argv[1], "idle") == 0) rc = cmd_idle(argc - 2, argv + 2);
     else if (argc == 3 && strcmp(argv[1], "threads") == 0) {
@@ -338,6 +384,6 @@ int main(int argc, char **argv) {
         printf("rss_kb=%lld hwm_kb=%lld ticks=%lld\n", f.rss_kb, f.hwm_kb, f.proc_ticks);
         rc = 0;
     }
-    if (rc == 64) fprintf(stderr, "usage: probe lat N GAP_MS NAME,PID,PULL,TOPIC,MATCH... | spawn FILTER LOG -- PROGRAM ARGS... | idle SECONDS NAME,PID... | threads PID\n");
+    if (rc == 64) fprintf(stderr, "usage: probe lat N GAP_MS NAME,PID,PULL,TOPIC,MATCH... | burst N GAP_US TARGET | spawn FILTER LOG -- PROGRAM ARGS... | idle SECONDS NAME,PID... | threads PID\n");
     return rc;
 }

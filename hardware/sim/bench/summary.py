@@ -104,6 +104,17 @@ def main(path):
         print(f"{title:20} bytes/event {fig['bytes_per_event']:>11}  write requests/event {fig['writes_per_event']:>9}"
               f"  flushes/event {fig['flushes_per_event']:>9}")
 
+    print("\n=== a burst of edges 5 ms apart (what a group commit is for): parkwise event, then the C agent's ===")
+    for dev, title in (("vda", "ext4 virtio disk"), ("vdb", "SD-like, throttled")):
+        ph = "disk" if dev == "vda" else "sd"
+        fig = {k: span([pick(rows, b, ph, "disk-burst", dev, k) for b in boots], f) for k, f in
+               (("bytes_per_event", "{:.0f}"), ("flushes_per_event", "{:.2f}"))}
+        last = {n: [pick(rows, b, ph, "burst-" + dev, n, "last_ms") for b in boots] for n in ("pw", "c")}
+        got = {n: span([pick(rows, b, ph, "burst-" + dev, n, "got") for b in boots], "{:.0f}") for n in ("pw", "c")}
+        print(f"{title:20} bytes/event {fig['bytes_per_event']:>11}  flushes/event {fig['flushes_per_event']:>9}"
+              f"  first edge → last message: parkwise {span(last['pw'], '{:.0f}')} ms ({got['pw']} events),"
+              f" C {span(last['c'], '{:.0f}')} ms ({got['c']}), ratio {span([ratio(a, b) for a, b in zip(last['pw'], last['c'])])}")
+
     print("\n=== top system calls (first boot) ===")
     for name in ("pw", "c"):
         top = [line.split() for line in open(path) if line.startswith(f"boot={boots[0]} ") and f" syscall-top {name} " in line]

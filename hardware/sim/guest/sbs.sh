@@ -82,7 +82,8 @@ strace_calls() { awk -v s="$2" '$NF == s { c = ($4 ~ /^[0-9]+$/) ? $4 : $3 } END
 # sbs_disk_stat DEV: write requests, sectors written, flushes (fields 5, 7 and 16 of /sys/block/DEV/stat).
 sbs_disk_stat() { awk '{ print $5, $7, $16 }' "/sys/block/$1/stat"; }
 
-# sbs_durable DEV MOUNT N GAP_MS: parkwise-agent restarted with its outbox on MOUNT; N edges per agent; what reached DEV.
+# sbs_durable DEV MOUNT N GAP_MS: parkwise-agent restarted with its outbox on MOUNT; N edges per agent, paced, then a
+# burst of BURST (50) edges 5 ms apart per agent; what reached DEV in each.
 sbs_durable() {
     stop pw > /dev/null
     sbs_start pw "$2/outbox" > /dev/null || { cat /tmp/pw.log; return 1; }
@@ -94,6 +95,15 @@ sbs_durable() {
     awk -v d="$1" -v n="$3" -v w0="$5" -v s0="$6" -v f0="$7" -v w1="$8" -v s1="$9" -v f1="${10}" 'BEGIN {
         printf "disk %s events=%d writes=%d bytes=%d flushes=%d writes_per_event=%.2f bytes_per_event=%.0f flushes_per_event=%.2f\n",
                d, n, w1 - w0, (s1 - s0) * 512, f1 - f0, (w1 - w0) / n, (s1 - s0) * 512 / n, (f1 - f0) / n }'
+    # a burst: BURST edges 5 ms apart, parkwise first (what reached the disk), then the C agent
+    set -- "$1" "$2" "$3" "$4" $(sbs_disk_stat "$1")
+    probe burst "${BURST:-50}" 5000 "pw,$(cat /tmp/pw.pid),$PULLS/sim_gpio8/pull,$PW_TOPIC/events,\"spot." | sed "s/^burst /burst-$1 /"
+    sleep 6
+    set -- "$@" $(sbs_disk_stat "$1")
+    awk -v d="$1" -v n="${BURST:-50}" -v w0="$5" -v s0="$6" -v f0="$7" -v w1="$8" -v s1="$9" -v f1="${10}" 'BEGIN {
+        printf "disk-burst %s events=%d writes=%d bytes=%d flushes=%d writes_per_event=%.2f bytes_per_event=%.0f flushes_per_event=%.2f\n",
+               d, n, w1 - w0, (s1 - s0) * 512, f1 - f0, (w1 - w0) / n, (s1 - s0) * 512 / n, (f1 - f0) / n }'
+    probe burst "${BURST:-50}" 5000 "c,$(cat /tmp/c.pid),$PULLS/sim_gpio9/pull,$C_TOPIC/events,\"seq\"" | sed "s/^burst /burst-$1 /"
     stop pw > /dev/null
     sbs_start pw /tmp/outbox-pw > /dev/null
 }
