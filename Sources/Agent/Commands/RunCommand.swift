@@ -93,10 +93,3 @@ enum RunCommand {
     }
 
 }
-
-extension SignalHandlers {
-    /// Stop requests as `.stop` inputs of the event loop.
-    convenience init(stop: AsyncStream<AgentInput>.Continuation) {
-        self.init { stop.yield(.stop) }
-    }
-}
