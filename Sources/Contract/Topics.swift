@@ -6,6 +6,7 @@
 ///     parkwise/v1/<site>/<device>/state/level/<id>    retained level state
 ///     parkwise/v1/<site>/<device>/cmd/<name>          commands to the device
 ///     parkwise/v1/<site>/<device>/reply               command results
+///     parkwise/v1/<site>/<device>/doctor              `doctor`'s round-trip test message (not retained; ignore it)
 public struct Topics: Sendable, Hashable {
     public static let root = "parkwise/v1"
 
@@ -21,6 +22,7 @@ public struct Topics: Sendable, Hashable {
     public var status: String { "\(prefix)/status" }
     public var events: String { "\(prefix)/events" }
     public var reply: String { "\(prefix)/reply" }
+    public var doctor: String { "\(prefix)/doctor" }
     public var commands: String { "\(prefix)/cmd/+" }
     public func spot(_ id: String) -> String { "\(prefix)/state/spot/\(id)" }
     public func level(_ id: String) -> String { "\(prefix)/state/level/\(id)" }

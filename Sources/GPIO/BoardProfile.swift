@@ -50,8 +50,9 @@ public enum BoardProfile {
         }
     }
 
-    /// The device tree model string without its trailing NUL, or nil on a machine without a device tree.
-    static func readModel() -> String? {
+    /// The device tree model string without its trailing NUL (e.g. "Raspberry Pi 5 Model B Rev 1.0"), or nil on a
+    /// machine without a device tree.
+    public static func readModel() -> String? {
         for path in ["/proc/device-tree/model", "/sys/firmware/devicetree/base/model"] {
             if let bytes = readSmallFile(path) {
                 let text = String(decoding: bytes.prefix(while: { $0 != 0 }), as: UTF8.self)

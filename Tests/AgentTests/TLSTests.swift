@@ -27,6 +27,12 @@ struct TestPKI {
         chmod(serverKey, 0o644)   // mosquitto runs as root in the tests, any mode works for it
     }
 
+    /// mosquitto config lines: a TLS listener on 127.0.0.1 with the broker certificate of this PKI.
+    func listener(_ port: Int, requireCertificate: Bool = false) -> String {
+        "listener \(port) 127.0.0.1\ncafile \(ca)\ncertfile \(serverCert)\nkeyfile \(serverKey)\n"
+            + (requireCertificate ? "require_certificate true\n" : "")
+    }
+
     private func run(_ arguments: [String]) throws {
         let child = try Child("/usr/bin/openssl", arguments)
         guard child.wait(30) == 0 else { throw HarnessError("openssl \(arguments.first ?? ""): \(child.stderr)") }
@@ -59,13 +65,7 @@ let threeChanges = """
     @Test func eventsFlowOverMutualTLS() throws {
         let pki = try TestPKI()
         let tlsPort = freePort()
-        let broker = try Broker(extraConfig: """
-            listener \(tlsPort) 127.0.0.1
-            cafile \(pki.ca)
-            certfile \(pki.serverCert)
-            keyfile \(pki.serverKey)
-            require_certificate true
-            """)
+        let broker = try Broker(extraConfig: pki.listener(tlsPort, requireCertificate: true))
         let subscriber = try Subscriber(broker)   // on the plain loopback listener
         try subscriber.listen()
         let dir = temporaryDirectory()
@@ -83,12 +83,7 @@ let threeChanges = """
         let pki = try TestPKI()
         let other = try TestPKI()
         let tlsPort = freePort()
-        let broker = try Broker(extraConfig: """
-            listener \(tlsPort) 127.0.0.1
-            cafile \(pki.ca)
-            certfile \(pki.serverCert)
-            keyfile \(pki.serverKey)
-            """)
+        let broker = try Broker(extraConfig: pki.listener(tlsPort))
         let subscriber = try Subscriber(broker)
         try subscriber.listen()
         let dir = temporaryDirectory()

@@ -114,13 +114,22 @@ public final class Child: @unchecked Sendable {
         }
     }
 
-    public init(_ executable: String, _ arguments: [String]) throws {
+    /// The write end of the child's stdin, when it was started with `input: true` (else stdin is /dev/null).
+    private var input: FileHandle?
+
+    public init(_ executable: String, _ arguments: [String], input: Bool = false) throws {
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         let outPipe = Pipe(), errPipe = Pipe()
         process.standardOutput = outPipe
         process.standardError = errPipe
-        process.standardInput = FileHandle.nullDevice
+        if input {
+            let inPipe = Pipe()
+            process.standardInput = inPipe
+            self.input = inPipe.fileHandleForWriting
+        } else {
+            process.standardInput = FileHandle.nullDevice
+        }
         // Test threads (libdispatch workers) block signals, and a child inherits the mask: spawn
         // with nothing blocked, or SIGTERM would never reach mosquitto or the agent.
         var none = sigset_t(), previous = sigset_t()
@@ -133,6 +142,11 @@ public final class Child: @unchecked Sendable {
         try? errPipe.fileHandleForWriting.close()
         output.collect(outPipe.fileHandleForReading, into: 0)
         output.collect(errPipe.fileHandleForReading, into: 1)
+    }
+
+    /// Writes to the child's stdin (started with `input: true`).
+    public func send(_ text: String) {
+        try? input?.write(contentsOf: Data(text.utf8))
     }
 
     public var stdout: String { output.lock.withLock { String(decoding: output.streams[0], as: UTF8.self) } }

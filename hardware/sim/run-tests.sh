@@ -258,6 +258,8 @@ chip_gone() {  # the MCP23017 removed under the agent: both spots faulted (lost)
     check "the agent exits 1" "n=0; while [ ! -f /tmp/gone.rc ] && [ \$n -lt 200 ]; do n=\$((n + 1)); usleep 50000; done; cat /tmp/gone.log; [ \"\$(cat /tmp/gone.rc 2>/dev/null)\" = 1 ] && grep -q 'every GPIO input is lost' /tmp/gone.log"
 }
 
+source "$HERE/toolkit-cases.sh"
+
 # run_pass BUILD: the cases (and with --bench the benchmark) against that build's agent, in a fresh VM.
 run_pass() {
     local build=$1 dir="$WORK/gpiod$1" fails_before=$FAIL start=$SECONDS
@@ -283,6 +285,8 @@ run_pass() {
     run_case "board raspberry-pi-5 resolved by chip label (rp1 is gpiochip2)" label_resolution "[ -f /tmp/pi5.pid ] && stop pi5; pull pi5 17 down"
     run_case "board auto with GPIO17 on two chips is refused" auto_ambiguous ""
     run_case "parkwise-agent lines matches gpioinfo" inventory ""
+    run_case "walk-test: lane, swapped spot pair, JSON report (real GPIO lines)" walk_test "pulls mcp '0 1' down; pulls pi4 '24 25 26' down"
+    run_case "doctor: lines requested (agent stopped) or read from its status (agent running)" doctor_checks "[ -f /tmp/doctor.pid ] && stop doctor; pull pi4 21 down"
     run_case "chip removed under the agent: faults, then exit 1" chip_gone "echo 1 > \$SIM/mcp/live"
 
     if [[ $BENCH -eq 1 ]]; then

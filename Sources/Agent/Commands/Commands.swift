@@ -8,8 +8,8 @@ enum Commands {
         publishes occupancy, passages, check-ins and faults over MQTT.
         """,
         version: AgentVersion.current,
-        commands: [RunCommand.spec, CheckConfigCommand.spec, LinesCommand.spec, DiagnoseCommand.spec,
-                   StatusCommand.spec, MonitorCommand.spec, VersionCommand.spec])
+        commands: [RunCommand.spec, CheckConfigCommand.spec, DoctorCommand.spec, LinesCommand.spec, DiagnoseCommand.spec,
+                   WalkTestCommand.spec, StatusCommand.spec, MonitorCommand.spec, VersionCommand.spec])
 
     /// Runs the command line; returns the exit code.
     static func main(_ args: [String]) async -> Int32 {
@@ -23,6 +23,8 @@ enum Commands {
         case CheckConfigCommand.spec.name: return CheckConfigCommand.run(parsed)
         case LinesCommand.spec.name: return LinesCommand.run(parsed)
         case DiagnoseCommand.spec.name: return await DiagnoseCommand.run(parsed)
+        case DoctorCommand.spec.name: return await DoctorCommand.run(parsed)
+        case WalkTestCommand.spec.name: return await WalkTestCommand.run(parsed)
         case StatusCommand.spec.name: return await StatusCommand.run(parsed)
         case MonitorCommand.spec.name: return await MonitorCommand.run(parsed)
         case VersionCommand.spec.name: return VersionCommand.run(parsed)

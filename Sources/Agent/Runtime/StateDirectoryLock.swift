@@ -33,3 +33,20 @@ final class StateDirectoryLock {
         return .locked(StateDirectoryLock(fd: fd))
     }
 }
+
+extension StateDirectoryLock {
+    /// Who holds the state directory's lock now (a running agent's "pid N"), without creating or taking anything;
+    /// nil when nobody does (or there is no lock file yet).
+    static func holder(directory: String) -> String? {
+        let path = directory + "/agent.lock"
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        if flock(fd, LOCK_SH | LOCK_NB) == 0 {
+            flock(fd, LOCK_UN)
+            return nil
+        }
+        let text = DurableFile.read(path: path).map { String(decoding: $0, as: UTF8.self) } ?? ""
+        return text.isEmpty ? "another process" : text
+    }
+}

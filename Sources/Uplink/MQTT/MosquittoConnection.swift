@@ -20,11 +20,14 @@ final class MosquittoConnection: @unchecked Sendable {
         let emit: @Sendable (UplinkEvent) -> Void
         /// -1 until CONNACK; then the CONNACK code (0 accepted).
         let connack = Atomic<Int32>(-1)
+        /// A broker probe's record of acknowledgements and library errors; nil for the link.
+        let recorder: ProbeRecorder?
 
-        init(number: UInt64, broker: String, emit: @escaping @Sendable (UplinkEvent) -> Void) {
+        init(number: UInt64, broker: String, emit: @escaping @Sendable (UplinkEvent) -> Void, recorder: ProbeRecorder? = nil) {
             self.number = number
             self.broker = broker
             self.emit = emit
+            self.recorder = recorder
         }
     }
 
@@ -45,10 +48,11 @@ final class MosquittoConnection: @unchecked Sendable {
     }
 
     static func make(settings: LinkSettings, broker: LinkSettings.Broker, number: UInt64,
-                     emit: @escaping @Sendable (UplinkEvent) -> Void) throws(UplinkError) -> MosquittoConnection {
+                     emit: @escaping @Sendable (UplinkEvent) -> Void,
+                     recorder: ProbeRecorder? = nil) throws(UplinkError) -> MosquittoConnection {
         guard libraryReady else { throw UplinkError(.library, "libmosquitto failed to initialise") }
         let context = Unmanaged.passRetained(CallbackContext(number: number, broker: broker.description,
-                                                             emit: emit))
+                                                             emit: emit, recorder: recorder))
         guard let handle = mosquitto_new(settings.clientID, settings.cleanSession, context.toOpaque()) else {
             context.release()
             throw UplinkError(.library, "cannot create an MQTT client (out of memory?)")
@@ -62,6 +66,11 @@ final class MosquittoConnection: @unchecked Sendable {
         mosquitto_disconnect_callback_set(handle, onDisconnect)
         mosquitto_publish_callback_set(handle, onPublish)
         mosquitto_message_callback_set(handle, onMessage)
+        if recorder != nil {
+            mosquitto_publish_v5_callback_set(handle, onPublishReason)
+            mosquitto_subscribe_callback_set(handle, onSubscribe)
+            mosquitto_log_callback_set(handle, onLog)
+        }
         if let will = settings.will {
             try check(will.payload.withUnsafeBytes {
                 mosquitto_will_set(handle, will.topic, Int32($0.count), $0.baseAddress, 1, true)
@@ -99,6 +108,13 @@ final class MosquittoConnection: @unchecked Sendable {
 
     func subscribe(_ filter: String) -> Int32 { mosquitto_subscribe(handle, nil, filter, 1) }
 
+    /// QoS 1 subscription; returns the message id whose SUBACK a probe's recorder keeps.
+    func subscribeCounted(_ filter: String) -> (rc: Int32, mid: Int32) {
+        var mid: Int32 = 0
+        let rc = mosquitto_subscribe(handle, &mid, filter, 1)
+        return (rc, mid)
+    }
+
     func disconnect() { _ = mosquitto_disconnect(handle) }
 
     var wantsWrite: Bool { mosquitto_want_write(handle) }
@@ -109,6 +125,8 @@ final class MosquittoConnection: @unchecked Sendable {
 
     static func describe(_ rc: Int32) -> String { String(cString: mosquitto_strerror(rc)) }
     static func describeConnack(_ code: Int32) -> String { String(cString: mosquitto_connack_string(code)) }
+    /// An MQTT 5 reason code (CONNACK, PUBACK, SUBACK) in words.
+    static func describeReason(_ code: Int32) -> String { String(cString: mosquitto_reason_string(code)) }
 }
 
 // C callbacks: file-scope, context through the user-data pointer, touching only the context.
@@ -137,4 +155,22 @@ private func onMessage(_ mosq: OpaquePointer?, _ obj: UnsafeMutableRawPointer?, 
     let payload = message.payloadlen > 0 && message.payload != nil
         ? Array(UnsafeRawBufferPointer(start: message.payload, count: Int(message.payloadlen))) : []
     ctx.emit(.message(topic: String(cString: topic), payload: payload))
+}
+
+// A broker probe's callbacks: they only write into the recorder (lock-protected).
+
+private func onPublishReason(_ mosq: OpaquePointer?, _ obj: UnsafeMutableRawPointer?, _ mid: Int32, _ reason: Int32,
+                             _ props: OpaquePointer?) {
+    context(obj).recorder?.puback(mid: mid, reason: reason)
+}
+
+private func onSubscribe(_ mosq: OpaquePointer?, _ obj: UnsafeMutableRawPointer?, _ mid: Int32, _ count: Int32,
+                         _ granted: UnsafePointer<Int32>?) {
+    let codes = granted.map { Array(UnsafeBufferPointer(start: $0, count: Int(count))) } ?? []
+    context(obj).recorder?.suback(mid: mid, granted: codes)
+}
+
+private func onLog(_ mosq: OpaquePointer?, _ obj: UnsafeMutableRawPointer?, _ level: Int32, _ text: UnsafePointer<CChar>?) {
+    guard level & (MOSQ_LOG_ERR | MOSQ_LOG_WARNING) != 0, let text else { return }
+    context(obj).recorder?.log(String(cString: text))
 }

@@ -1,0 +1,116 @@
+import ConfigFile
+import FoundationEssentials
+import Glibc
+import ParkWiseCLI
+import ParkWiseContract
+import ParkWiseCore
+import Uplink
+
+/// One command, every check a technician needs before (and while) the agent runs, each with its fix.
+enum DoctorCommand {
+    static let defaultConfig = "/etc/parkwise-agent/agent.yaml"
+
+    static let spec = CommandSpec(
+        name: "doctor", abstract: "Check everything the agent needs, top to bottom, each problem with its fix.",
+        discussion: """
+        A checklist, ✓ ok, ✗ failed, ! warning (ok/FAIL/warn where the locale is not UTF-8): the config (as
+        check-config), the credentials and TLS files (as run checks them; certificates' expiry), whether the
+        service runs and what its status socket reports, the board against the config, every configured line
+        (present, requestable, level at rest; read from the running service's status instead while it runs), the
+        clock (adjtimex), the outbox directory (write + fsync, free space, pending events and the oldest one's age),
+        and each broker: name resolution, TCP, TLS handshake and certificate (expiry date), authentication,
+        publishing in the device's tree (QoS 1 to .../doctor, MQTT 5 PUBACK reason code, and the message coming
+        back: the broker's ACL must allow .../doctor both ways, see deploy/mosquitto/acl.conf), and subscribing to
+        its commands (SUBACK). Every network step is bounded by --timeout.
+        Run it as the service's user (sudo -u parkwise parkwise-agent doctor). Exit 0 when everything needed
+        to run is right (warnings allowed), 1 when a check failed, 78 when the config or the files it names
+        are not usable (as check-config).
+        """,
+        options: [
+            .init(name: "config", value: "file", help: "The config file (default \(defaultConfig))."),
+            .init(name: "json", value: nil, help: "Print the checklist as JSON (ok, exit_code, sections of checks with status, title, detail, fix)."),
+            .init(name: "timeout", value: "seconds", help: "Bound of each network step, 0.1 to 60 (default 5)."),
+        ])
+
+    static func run(_ args: ParsedArguments) async -> Int32 {
+        guard let timeout = Double(args.option("timeout") ?? "5"), timeout >= 0.1, timeout <= 60 else {
+            printError(UsageError(command: spec, message: "--timeout must be a number of seconds between 0.1 and 60").text)
+            return ExitCode.usage
+        }
+        let path = args.option("config") ?? defaultConfig
+        let json = args.flag("json")
+        let symbols = DoctorReport.Symbols.fromLocale(ProcessInfo.processInfo.environment)
+        // Every check blocks (files, GPIO, sockets): they run on a thread of their own, off the Swift pool.
+        let report: DoctorReport = await withCheckedContinuation { done in
+            _ = DedicatedThread {
+                done.resume(returning: checkAll(path: path, timeout: timeout) { section in
+                    if !json { say(DoctorReport.text(section, symbols: symbols)) }
+                })
+            }
+        }
+        if json {
+            say(report.json)
+        } else {
+            let checks = report.sections.flatMap(\.checks)
+            let count = { (status: ProbeStep.Status) in checks.count(where: { $0.status == status.rawValue }) }
+            say("\(checks.count) checks: \(count(.ok)) ok, \(count(.warning)) warnings, \(count(.failed)) failed in "
+                + "\(Double(Int(report.wallSeconds * 100)) / 100) s: "
+                + (report.ok ? "ready to run" : "NOT ready to run (exit \(report.exitCode))"))
+        }
+        return report.exitCode
+    }
+
+    /// The checklist, top to bottom; `show` gets each section as it is done.
+    static func checkAll(path: String, timeout: Double, show: (DoctorReport.Section) -> Void) -> DoctorReport {
+        let start = AgentClock.read(CLOCK_MONOTONIC)
+        var report = DoctorReport(config: path)
+        func add(_ name: String, _ steps: [ProbeStep]) {
+            report.add(name, steps)
+            show(report.sections[report.sections.count - 1])
+        }
+        let config: AgentConfig
+        do {
+            config = try ConfigFile.load(path: path)
+        } catch {
+            add("config \(path)", error.issues.map {
+                ProbeStep(.failed, "\($0.file):\($0.mark.line):\($0.mark.column): \($0.message)", fix: $0.hint)
+            })
+            report.exitCode = ExitCode.config
+            report.wallSeconds = Double(AgentClock.read(CLOCK_MONOTONIC) - start) / 1e9
+            return report
+        }
+        report.site = config.site
+        report.device = config.device
+        add("config \(path)", [ProbeStep(.ok, "valid", detail: "site \(config.site), device \(config.device), "
+                                         + "\(CheckConfigCommand.count(config.inputs.count, "input")), \(CheckConfigCommand.count(config.mqtt.brokers.count, "broker"))")])
+        add("credentials and TLS files", HostChecks.linkFiles(config))
+        let filesOK = report.ok
+        let service = ServiceChecks.check(config, configPath: path)
+        add("service", service.steps)
+        add("board", BoardChecks.board(config))
+        add("inputs", BoardChecks.lines(config, service: service))
+        add("clock", HostChecks.clock())
+        add("outbox", HostChecks.outbox(config, status: service.status))
+        if config.board == .simulated && config.mqtt.brokers.isEmpty {
+            add("brokers", [ProbeStep(.ok, "none configured")])
+        } else if filesOK, case .success(let credentials) = Result(catching: { () throws(ConfigIssues) in
+            try LinkFiles.check(config.mqtt, configPath: path)
+        }) {
+            let topics = Topics(site: config.site, device: config.device)
+            var settings = LinkSettings(brokers: [], clientID: "parkwise-doctor-\(config.device)-\(getpid())",
+                                        keepaliveSeconds: Int(config.mqtt.keepalive.components.seconds), will: nil,
+                                        username: credentials?.username, password: credentials?.password, subscriptions: [])
+            settings.tls = config.mqtt.tls.map { ($0.ca, $0.cert, $0.key) }
+            for broker in config.mqtt.brokers {
+                add("broker \(broker)", BrokerProbe.run(
+                    settings: settings, broker: .init(host: broker.host, port: broker.port, tls: broker.tls),
+                    topics: .init(echo: topics.doctor, commands: topics.commands), timeout: timeout))
+            }
+        } else {
+            add("brokers", [ProbeStep(.failed, "not checked: the credentials and TLS files above must be right first")])
+        }
+        report.exitCode = !filesOK ? ExitCode.config : report.ok ? ExitCode.success : ExitCode.failure
+        report.wallSeconds = Double(AgentClock.read(CLOCK_MONOTONIC) - start) / 1e9
+        return report
+    }
+}

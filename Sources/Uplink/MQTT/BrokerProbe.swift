@@ -1,0 +1,84 @@
+import Glibc
+
+/// One check of a broker, as `doctor` lists it: ok, failed or a warning, with what was found and the fix.
+public struct ProbeStep: Error, Sendable {
+    public enum Status: String, Sendable { case ok, failed, warning }
+    public var status: Status
+    public var title: String
+    public var detail: String?
+    public var fix: String?
+
+    public init(_ status: Status, _ title: String, detail: String? = nil, fix: String? = nil) {
+        self.status = status
+        self.title = title
+        self.detail = detail
+        self.fix = fix
+    }
+}
+
+/// Checks one broker the way the agent will use it, step by step, each bounded by `timeout` seconds so a
+/// black-holed address cannot hang the caller: the name resolves, TCP connects, the TLS handshake and the
+/// certificate check pass, the broker accepts the credentials, the device may publish in its own tree (an MQTT 5
+/// PUBACK's reason code says so, as 3.1.1 brokers drop refused messages silently; the message coming back
+/// through a subscription proves it), and it may subscribe to its commands (the SUBACK does not refuse it).
+/// Blocking: call it off the Swift cooperative pool (it runs its own threads and waits for them).
+public enum BrokerProbe {
+    public struct Topics: Sendable {
+        /// A topic in the device's tree it may write and read, for the round trip.
+        public var echo: String
+        /// The device's command filter.
+        public var commands: String
+        public init(echo: String, commands: String) {
+            self.echo = echo
+            self.commands = commands
+        }
+    }
+
+    public static func run(settings: LinkSettings, broker: LinkSettings.Broker, topics: Topics, timeout: Double) -> [ProbeStep] {
+        var steps: [ProbeStep] = []
+        let target = "\(broker.host):\(broker.port)"
+        let addresses: [Address]
+        switch NetworkProbe.resolve(host: broker.host, port: broker.port, timeout: timeout) {
+        case .failure(let step): return [step]
+        case .success(let found):
+            addresses = found
+            steps.append(ProbeStep(.ok, "\(broker.host) resolves", detail: found.map { $0.text }.joined(separator: ", ")))
+        }
+        switch NetworkProbe.connect(addresses, port: broker.port, timeout: timeout) {
+        case .failure(let step): return steps + [step]
+        case .success(let ms): steps.append(ProbeStep(.ok, "TCP connect to \(target)", detail: "\(ms) ms"))
+        }
+        var mqtt = session(settings: settings, broker: broker, topics: topics, timeout: timeout, version: 5)
+        if mqtt.contains(where: { $0.title == refusedVersion }) {
+            // An MQTT 3.1.1-only broker: the agent works with it (mqtt.protocol 4), only without reason codes.
+            mqtt = [ProbeStep(.warning, "the broker does not speak MQTT 5: checked with 3.1.1",
+                              detail: "a 3.1.1 broker drops a refused publish silently: only the round trip shows it")]
+                + session(settings: settings, broker: broker, topics: topics, timeout: timeout, version: 4)
+        }
+        if broker.tls, let handshake = mqtt.firstIndex(where: { $0.title.hasPrefix("TLS handshake") }) {
+            let peer = PeerCertificate.fetch(addresses, host: broker.host, port: broker.port, timeout: timeout)
+            mqtt.insert(expiryStep(peer, what: "broker certificate"), at: handshake + 1)
+        }
+        return steps + mqtt
+    }
+
+    /// A certificate's expiry as a step: ok, a warning within 30 days, failed once expired.
+    public static func expiryStep(_ certificate: CertificateInfo?, what: String, now: Int64 = Int64(time(nil))) -> ProbeStep {
+        guard let certificate else {
+            return ProbeStep(.warning, "\(what): expiry date not read",
+                             detail: "the broker did not show its certificate to a TLS 1.2 hello (a TLS 1.3-only listener?)",
+                             fix: "check it by hand: openssl s_client -connect HOST:PORT </dev/null | openssl x509 -noout -enddate")
+        }
+        let (date, days) = certificate.expiry(now: now)
+        let name = certificate.commonName.map { " (CN \($0))" } ?? ""
+        if days < 0 {
+            return ProbeStep(.failed, "\(what)\(name) expired on \(date)",
+                             fix: "renew it (deploy/mosquitto/make-certs.sh makes new ones) and restart the broker")
+        }
+        if days < 30 {
+            return ProbeStep(.warning, "\(what)\(name) expires on \(date), in \(days) days",
+                             fix: "renew it before then (deploy/mosquitto/make-certs.sh), or TLS connections will fail")
+        }
+        return ProbeStep(.ok, "\(what)\(name) valid until \(date) (\(days) days)")
+    }
+}

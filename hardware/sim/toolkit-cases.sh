@@ -1,0 +1,42 @@
+# Sourced by run-tests.sh: the technician's commands on real kernel GPIO lines.
+#
+# walk_test (guest config walk.yaml): the host plays the installer: it waits for each prompt, then drives the lines
+# as the sensors would, with P1-A-01's and P1-A-02's sensors on each other's lines; the JSON report must name that
+# pair and confirm the rest.
+# doctor_checks (guest config doctor.yaml): doctor requests the lines itself when the agent is stopped (one spot
+# reads occupied at rest: a warning), and reads the running agent's status instead while it runs (its lines stay
+# the agent's); the VM's broker passes every broker check.
+
+# walk_wait N: guest command waiting (20 s at most) until the walk-test asks for step N of 4 (5: it has ended).
+walk_wait() {
+    if [[ $1 -le 4 ]]; then
+        printf '%s' "n=0; until grep -q '\\[$1/4\\]' /tmp/walk.err; do n=\$((n + 1)); [ \$n -gt 400 ] && { cat /tmp/walk.err; exit 1; }; usleep 50000; done"
+    else
+        printf '%s' "n=0; until [ -f /tmp/walk.rc ]; do n=\$((n + 1)); [ \$n -gt 400 ] && { cat /tmp/walk.err; exit 1; }; usleep 50000; done"
+    fi
+}
+
+walk_test() {
+    check "walk-test starts, lines requested, asks for the lane" "(\$AGENT walk-test --config /sim/configs/walk.yaml --report /tmp/walk.json --json > /tmp/walk.out 2> /tmp/walk.err < /dev/null; echo \$? > /tmp/walk.rc) & $(walk_wait 1) && wait_used pi4 24 && wait_used mcp 0" &&
+    check "lane driven a then b: confirmed" "pull pi4 24 up; usleep 200000; pull pi4 25 up; usleep 200000; pull pi4 24 down; usleep 200000; pull pi4 25 down; $(walk_wait 2) && grep 'ramp confirmed' /tmp/walk.err" &&
+    check "covering P1-A-01 changes GPA1: swapped with P1-A-02" "pull mcp 1 up; $(walk_wait 3); usleep 200000; pull mcp 1 down; grep 'P1-A-01 swapped' /tmp/walk.err" &&
+    check "covering P1-A-02 changes GPA0: swapped with P1-A-01" "pull mcp 0 up; $(walk_wait 4); usleep 200000; pull mcp 0 down; grep 'P1-A-02 swapped' /tmp/walk.err" &&
+    check "P1-A-03 confirmed, the walk ends with exit 1" "pull pi4 26 up; $(walk_wait 5); cat /tmp/walk.err; [ \"\$(cat /tmp/walk.rc)\" = 1 ]" &&
+    check "JSON report: the pair named both ways, the rest confirmed" "tr -d ' \\n' < /tmp/walk.out > /tmp/walk.compact; cat /tmp/walk.compact; echo; grep -q '\"counts\":{\"confirmed\":2,\"swapped\":2}' /tmp/walk.compact && grep -q '\"id\":\"P1-A-01\",\"inputs\":\\[\"mcp23017:GPA0\"\\],\"kind\":\"spot\",\"other\":\"spotP1-A-02\",\"otherInput\":\"mcp23017:GPA1\",\"verdict\":\"swapped\"' /tmp/walk.compact && grep -q '\"id\":\"P1-A-02\",\"inputs\":\\[\"mcp23017:GPA1\"\\],\"kind\":\"spot\",\"other\":\"spotP1-A-01\",\"otherInput\":\"mcp23017:GPA0\",\"verdict\":\"swapped\"' /tmp/walk.compact && [ -f /tmp/walk.txt ]" &&
+    check "lines released" "wait_free pi4 24 && wait_free mcp 0"
+}
+
+# doctor_json: guest command running doctor with --json into /tmp/doctor.json, compacted (no spaces) into /tmp/doctor.c.
+doctor_json() {
+    printf '%s' "\$AGENT doctor --config /sim/configs/doctor.yaml --json --timeout 3 > /tmp/doctor.json; rc=\$?; tr -d ' \\n' < /tmp/doctor.json > /tmp/doctor.c; cat /tmp/doctor.json; [ \$rc = 0 ]"
+}
+
+doctor_checks() {
+    check "agent stopped: doctor requests the lines, exit 0" "pull pi4 21 up; $(doctor_json)" &&
+    check "lines present and requestable, released again" "grep -q '\"title\":\"2linespresentandrequestable\"' /tmp/doctor.c && wait_free pi4 20 && wait_free pi4 21" &&
+    check "the spot occupied at rest is a warning naming it" "grep -q '\"detail\":\"spotP1-A-21(GPIO21)\",\"fix\":\"ifnothingisthere.*\"status\":\"warning\",\"title\":\"1of2inputsreadoccupied' /tmp/doctor.c" &&
+    check "every broker check passes" "grep -q 'subscribetoitscommands.*:grantedQoS1' /tmp/doctor.c && grep -q 'themessagecamebackthroughasubscription' /tmp/doctor.c" &&
+    check "agent running: doctor reads its status, exit 0" "start doctor doctor.yaml && $(doctor_json)" &&
+    check "inputs from the service, its lines stay its own" "grep -q '\"title\":\"2inputswatchedbytherunningservice\"' /tmp/doctor.c && grep -q 'itslinkisconnected' /tmp/doctor.c && info pi4 20 | grep parkwise-agent && info pi4 21 | grep parkwise-agent" &&
+    check "clean stop" "stop doctor && wait_free pi4 20"
+}
