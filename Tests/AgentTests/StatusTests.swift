@@ -192,6 +192,10 @@ func rawChanges(_ trace: String) -> [String: Int] {
             if i % 2 == 0 { _ = send(fd, "status\n", 7, 0) }   // asks, never reads
             idle.append(fd)
         }
+        // Served side by side: the next client does not wait for the silent ones' timeouts (1 s each).
+        if case .failure(let failure) = StatusClient.fetch(path: agent.socket, timeout: 2) {
+            Issue.record("a client behind the idle ones: \(failure)")
+        }
         // The trace's events all arrive meanwhile (P2-A-03 is released at 11 s: its recovery is the last).
         #expect(eventually(25) {
             subscriber.events().filter { $0["type"] as? String == "sensor.recovered" }.count >= 2
@@ -213,6 +217,33 @@ func rawChanges(_ trace: String) -> [String: Int] {
         let status = try agent.status()
         let seen = status.inputs.map(\.changes).reduce(0, +)
         #expect(seen > 0 && seen < 40_000, "answered while changes were still queued: \(seen) of 40000 taken")
+        agent.stop()
+    }
+
+    /// Anything but `status` and a newline gets an error, never a hang; the socket goes on answering.
+    @Test func aBadRequestGetsAnError() throws {
+        let dir = temporaryDirectory()
+        let agent = try RunningAgent(dir, ["--config", try writeContractGarage(dir), "--replay", try writeTrace(dir, "")], broker: nil)
+        func ask(_ request: String) throws -> String {
+            let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+            defer { close(fd) }
+            var addr = try #require(StatusSocket.address(agent.socket))
+            let rc = withUnsafePointer(to: &addr) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            }
+            #expect(rc == 0)
+            _ = Array(request.utf8).withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            var answer: [UInt8] = [], buffer = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+                if n <= 0 { break }
+                answer += buffer[..<n]
+            }
+            return String(decoding: answer, as: UTF8.self)
+        }
+        #expect(try ask("hello\n") == #"{"error":"unknown request; send \"status\" and a newline"}"# + "\n")
+        #expect(try ask(String(repeating: "x", count: 10_000)) == #"{"error":"request longer than 256 bytes"}"# + "\n")
+        #expect(try ask("status\n").hasPrefix("{\"boot\":1,"))
         agent.stop()
     }
 }

@@ -122,6 +122,7 @@ spot_changes() {  # Pi 4 profile: GPIO17 and pin 13 (= GPIO27) on pinctrl-bcm271
     check "free at start (retained)" "retained $T/pi4-spots/state/spot/P1-A-01 | grep '\"state\":\"free\"'" &&
     check "GPIO17 high -> spot.occupied" "pull pi4 17 up && wait_msg 10 $T/pi4-spots/events '\"spot.occupied\"' '\"P1-A-01\"'" &&
     check "retained occupied" "sleep 0.3; retained $T/pi4-spots/state/spot/P1-A-01 | grep '\"state\":\"occupied\"'" &&
+    check "status: GPIO17 high, one change" "\$AGENT status --json --outbox /tmp/outbox-spots > /tmp/status.json; grep -q '\"changes\":1,\"feeds\":\"spot P1-A-01\",\"filtered\":true,\"health\":\"ok\",\"input\":\"GPIO17\",\"last_change\":\"[^\"]*\",\"last_change_ago_s\":[0-9.e-]*,\"raw\":true' /tmp/status.json || { cat /tmp/status.json; false; }" &&
     check "pin 13 high -> spot.occupied P1-A-02" "pull pi4 27 up && wait_msg 10 $T/pi4-spots/events '\"spot.occupied\"' '\"P1-A-02\"'" &&
     check "level count 2 from spots" "sleep 0.3; retained $T/pi4-spots/state/level/P1 | grep '\"occupied\":2'" &&
     check "GPIO17 low -> spot.vacated" "pull pi4 17 down && wait_msg 10 $T/pi4-spots/events '\"spot.vacated\"' '\"P1-A-01\"'" &&
@@ -157,6 +158,7 @@ initial_state() {  # GPIO5 high before the agent starts
     check "retained state occupied at once" "retained $T/pi4-initial/state/spot/P1-A-05 | grep '\"state\":\"occupied\"'" &&
     check "no spot.occupied event" "sleep 0.5; no_msg $T/pi4-initial/events spot.occupied" &&
     check "level counts it" "retained $T/pi4-initial/state/level/P1 | grep '\"occupied\":1'" &&
+    check "status: GPIO5 high, no change since start" "\$AGENT status --json --outbox /tmp/outbox-init > /tmp/status.json; grep -q '\"changes\":0,\"feeds\":\"spot P1-A-05\",\"filtered\":true,\"health\":\"ok\",\"input\":\"GPIO5\",\"raw\":true' /tmp/status.json || { cat /tmp/status.json; false; }" &&
     check "clean stop" "stop init"
 }
 

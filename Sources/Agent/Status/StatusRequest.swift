@@ -1,24 +1,24 @@
 import AgentStatus
-import Dispatch
 import Synchronization
 
 /// One request for the status, handed from the socket thread to the event loop: the loop fills
-/// it in when it gets to it (never waiting on anyone), the socket thread waits for it with a deadline.
+/// it in when it gets to it (never waiting on anyone) and `notify` wakes the socket thread.
 final class StatusRequest: Sendable {
     private let slot = Mutex<AgentStatus?>(nil)
-    private let done = DispatchSemaphore(value: 0)
+    private let notify: @Sendable () -> Void
 
-    /// Called by the event loop; nil when it cannot answer (it is stopping).
-    func answer(_ status: AgentStatus?) {
+    init(notify: @escaping @Sendable () -> Void) {
+        self.notify = notify
+    }
+
+    /// Called by the event loop.
+    func answer(_ status: AgentStatus) {
         slot.withLock { $0 = status }
-        done.signal()
+        notify()
     }
 
-    /// Called by the socket thread: the answer, or nil if none came within `seconds`.
-    func wait(seconds: Double) -> AgentStatus? {
-        guard done.wait(timeout: .now() + seconds) == .success else { return nil }
-        return slot.withLock { $0 }
-    }
+    /// The answer, once there is one.
+    var answered: AgentStatus? { slot.withLock { $0 } }
 }
 
 /// Requests waiting for the event loop, which answers them before its next input: a technician's

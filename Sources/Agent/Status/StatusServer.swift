@@ -8,25 +8,22 @@ import Uplink
 
 /// The local status endpoint: a unix socket whose one thread sleeps in poll(2) until a client
 /// connects (no timer, no CPU while nobody asks). Each connection gets one answer: the client
-/// sends `status\n`, the event loop builds the status, this thread encodes and writes it, and
-/// closes. Bounded: a request of at most `StatusSocket.requestLimit` bytes, one second to send it,
-/// a few seconds to read the answer; a client that never reads costs this thread a timeout, never
-/// the event loop.
+/// sends `status\n`, the event loop builds the status (before its next input), this thread
+/// encodes and writes it, and closes. Up to `clientLimit` clients at once, each on a non-blocking
+/// descriptor with deadlines (`StatusConnection`): a client that says nothing or never reads holds
+/// up nobody, neither the other clients nor the event loop.
 final class StatusServer: Sendable {
     let path: String
     private let listener: Int32
-    /// Written once to wake the thread for a stop.
+    /// Written to wake the thread: by a stop, and by the event loop when it has answered.
     private let wake: (read: Int32, write: Int32)
     private let thread = Mutex<DedicatedThread?>(nil)
-    /// Set by `stop`: a request still waiting for the event loop (which has ended) gives up.
+    /// Set by `stop`: the thread ends, requests still waiting for the event loop unanswered.
     private let stopping = Atomic<Bool>(false)
     private let ask: @Sendable (StatusRequest) -> Void
 
-    /// Seconds the thread gives a client to send its request, and to take the answer.
-    static let readTimeout = 1.0
-    static let writeTimeout = 2.0
-    /// Seconds it waits for the event loop (behind a backlog of line changes, say).
-    static let loopTimeout = 3.0
+    /// Clients served at once; more wait in the listen queue.
+    static let clientLimit = 16
 
     /// Listens on `path` (mode 0660: the service's group may ask); nil, with the reason logged, when
     /// it cannot (the agent runs on without it).
@@ -59,7 +56,10 @@ final class StatusServer: Sendable {
             unlink(path)
             return nil
         }
-        for end in pipeFDs { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+        for end in pipeFDs {
+            _ = fcntl(end, F_SETFD, FD_CLOEXEC)
+            _ = fcntl(end, F_SETFL, fcntl(end, F_GETFL) | O_NONBLOCK)   // the event loop's notify never blocks
+        }
         let server = StatusServer(path: path, listener: fd, wake: (pipeFDs[0], pipeFDs[1]), ask: ask)
         server.thread.withLock { $0 = DedicatedThread { [server] in server.run() } }
         Log.info("status endpoint listening", ["path": path])
@@ -106,81 +106,42 @@ final class StatusServer: Sendable {
             _ = DurableFile.writeAll(comm, Array("status-socket".utf8))
             close(comm)
         }
-        var fds = [pollfd(fd: listener, events: Int16(POLLIN), revents: 0), pollfd(fd: wake.read, events: Int16(POLLIN), revents: 0)]
+        let notify: @Sendable () -> Void = { [wake] in
+            var byte: UInt8 = 1
+            _ = write(wake.write, &byte, 1)
+        }
+        var clients: [StatusConnection] = []
+        defer { clients.forEach { close($0.fd) } }
         while true {
-            let n = poll(&fds, 2, -1)
-            if n < 0 && errno == EINTR { continue }
-            if n < 0 || fds[1].revents != 0 { return }
-            guard fds[0].revents & Int16(POLLIN) != 0 else { continue }
-            let client = accept(listener, nil, nil)
-            guard client >= 0 else { continue }
-            _ = fcntl(client, F_SETFD, FD_CLOEXEC)
-            serve(client)
-            close(client)
-        }
-    }
-
-    private func serve(_ client: Int32) {
-        StatusSocket.setTimeouts(client, seconds: StatusServer.readTimeout)
-        let request = readRequest(client)
-        let answer: [UInt8]
-        switch request {
-        case "status":
-            let pending = StatusRequest()
-            ask(pending)
-            if let status = waitForLoop(pending) {
-                answer = StatusServer.encode(status)
-            } else {
-                answer = StatusServer.error("the agent's event loop did not answer within \(Int(StatusServer.loopTimeout)) s (stopping or overloaded)")
+            var fds = [pollfd(fd: listener, events: clients.count < StatusServer.clientLimit ? Int16(POLLIN) : 0, revents: 0),
+                       pollfd(fd: wake.read, events: Int16(POLLIN), revents: 0)]
+                + clients.map { pollfd(fd: $0.fd, events: $0.events, revents: 0) }
+            // Asleep until something happens; a deadline only while a client is being served.
+            let timeout = clients.map(\.deadline).min().map { Int32(max(0, min(($0 - monotonicSeconds()) * 1000 + 1, 10_000))) } ?? -1
+            let n = poll(&fds, nfds_t(fds.count), timeout)
+            if n < 0 && errno != EINTR { return }
+            if n > 0 && fds[1].revents != 0 {
+                var drain = [UInt8](repeating: 0, count: 64)
+                _ = read(wake.read, &drain, drain.count)
+                if stopping.load(ordering: .acquiring) { return }
             }
-        case nil:
-            return   // nothing asked in time
-        default:
-            answer = StatusServer.error("unknown request; send \"status\" and a newline")
+            let now = monotonicSeconds()
+            var kept: [StatusConnection] = []
+            for (i, var client) in clients.enumerated() {
+                if client.step(n > 0 ? fds[i + 2].revents : 0, now: now, ask: ask, notify: notify) {
+                    kept.append(client)
+                } else {
+                    close(client.fd)
+                }
+            }
+            clients = kept
+            if n > 0 && fds[0].revents & Int16(POLLIN) != 0 {
+                let fd = accept(listener, nil, nil)
+                if fd >= 0 {
+                    _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+                    clients.append(StatusConnection(fd: fd, now: now))
+                }
+            }
         }
-        StatusSocket.setTimeouts(client, seconds: StatusServer.writeTimeout)
-        writeAll(client, answer)
-    }
-
-    /// The event loop's answer, waited for in short steps so that a stop does not wait for it.
-    private func waitForLoop(_ request: StatusRequest) -> AgentStatus? {
-        let until = monotonicSeconds() + StatusServer.loopTimeout
-        while !stopping.load(ordering: .acquiring) && monotonicSeconds() < until {
-            if let status = request.wait(seconds: 0.1) { return status }
-        }
-        return nil
-    }
-
-    /// The request line, without its newline; nil when none came in time or it is too long.
-    private func readRequest(_ client: Int32) -> String? {
-        var bytes: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: StatusSocket.requestLimit)
-        while bytes.count <= StatusSocket.requestLimit {
-            let n = buffer.withUnsafeMutableBytes { recv(client, $0.baseAddress, $0.count - bytes.count, 0) }
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { break }
-            bytes += buffer[..<n]
-            if bytes.contains(UInt8(ascii: "\n")) { break }
-        }
-        guard !bytes.isEmpty, bytes.count <= StatusSocket.requestLimit else { return bytes.isEmpty ? nil : "" }
-        let line = bytes.prefix { $0 != UInt8(ascii: "\n") }
-        return String(decoding: line, as: UTF8.self).filter { !$0.isWhitespace }
-    }
-
-    /// Writes until done, the client closes, or a send times out (the client does not read).
-    private func writeAll(_ client: Int32, _ bytes: [UInt8]) {
-        var offset = 0
-        while offset < bytes.count {
-            let n = bytes.withUnsafeBytes { send(client, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { return }
-            offset += n
-        }
-    }
-
-    static func encode(_ status: AgentStatus) -> [UInt8] { WireJSON.encode(status) + [UInt8(ascii: "\n")] }
-
-    static func error(_ message: String) -> [UInt8] {
-        WireJSON.encode(["error": message]) + [UInt8(ascii: "\n")]
     }
 }

@@ -28,7 +28,7 @@ struct StatusSnapshot {
     /// The retained status's changing facts.
     var health: StatusPayload.Health {
         StatusPayload.Health(outboxDepth: session.outboxCount, clock: clockState,
-                             faultedInputs: (0..<garage.inputCount).count(where: { garage.input($0).fault != nil }),
+                             faultedInputs: garage.faultedInputCount,
                              reconnects: tracker.reconnects)
     }
 

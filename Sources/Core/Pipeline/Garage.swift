@@ -109,6 +109,9 @@ public struct Garage {
     }
 
     /// Every input is lost: nothing is watched any more (the board's chips are gone, or its event thread ended).
+    /// Inputs with a fault now (stuck, chattering, lost).
+    public var faultedInputCount: Int { health.reduce(0) { $0 + ($1.fault == nil ? 0 : 1) } }
+
     public var everyInputLost: Bool { !health.isEmpty && health.allSatisfy { $0.fault == .lost } }
 
     /// The board can no longer read an input (nil: any input): what it feeds becomes unknown.
