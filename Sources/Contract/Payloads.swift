@@ -215,7 +215,20 @@ public enum WireTime {
         let ms = ns >= 0 ? ns / 1_000_000 : (ns - 999_999) / 1_000_000
         let days = ms >= 0 ? ms / 86_400_000 : (ms - 86_399_999) / 86_400_000
         let msOfDay = ms - days * 86_400_000
-        // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
+        let (year, month, day) = civil(days: days)
+        let h = msOfDay / 3_600_000, m = msOfDay / 60_000 % 60, s = msOfDay / 1000 % 60, f = msOfDay % 1000
+        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(h, 2)):\(pad(m, 2)):\(pad(s, 2)).\(pad(f, 3))Z"
+    }
+
+    /// "YYYY-MM-DD" of a time in seconds: any date a certificate can carry (up to 9999-12-31), which nanoseconds
+    /// since 1970 cannot hold past 2262.
+    public static func formatDate(unixSeconds s: Int64) -> String {
+        let (year, month, day) = civil(days: s >= 0 ? s / 86_400 : (s - 86_399) / 86_400)
+        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))"
+    }
+
+    /// Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
+    private static func civil(days: Int64) -> (year: Int64, month: Int64, day: Int64) {
         let z = days + 719_468
         let era = (z >= 0 ? z : z - 146_096) / 146_097
         let doe = z - era * 146_097
@@ -224,9 +237,7 @@ public enum WireTime {
         let mp = (5 * doy + 2) / 153
         let day = doy - (153 * mp + 2) / 5 + 1
         let month = mp < 10 ? mp + 3 : mp - 9
-        let year = yoe + era * 400 + (month <= 2 ? 1 : 0)
-        let h = msOfDay / 3_600_000, m = msOfDay / 60_000 % 60, s = msOfDay / 1000 % 60, f = msOfDay % 1000
-        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(h, 2)):\(pad(m, 2)):\(pad(s, 2)).\(pad(f, 3))Z"
+        return (yoe + era * 400 + (month <= 2 ? 1 : 0), month, day)
     }
 
     private static func pad(_ n: Int64, _ width: Int) -> String {

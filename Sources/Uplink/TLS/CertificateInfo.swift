@@ -74,7 +74,8 @@ enum DER {
     /// UTCTime (YYMMDDHHMMSSZ) or GeneralizedTime (YYYYMMDDHHMMSSZ) as seconds since 1970.
     static func time(_ b: [UInt8], _ e: Element) -> Int64? {
         let text = String(decoding: b[e.content..<e.end], as: UTF8.self)
-        let digits = text.prefix(while: \.isNumber)
+        // ASCII digits only: `isNumber` also takes "½" or "٣", which Int64() refuses.
+        let digits = text.prefix(while: { $0.isASCII && $0.isNumber })
         let year: Int64, rest: Substring
         switch (e.tag, digits.count) {
         case (0x17, 12): let yy = Int64(digits.prefix(2))!; year = yy < 50 ? 2000 + yy : 1900 + yy; rest = digits.dropFirst(2)
@@ -111,7 +112,5 @@ enum WireTimeDate {
     }
 
     /// "YYYY-MM-DD".
-    static func format(unixSeconds: Int64) -> Substring {
-        WireTime.format(unixNanoseconds: unixSeconds * 1_000_000_000).prefix(10)
-    }
+    static func format(unixSeconds: Int64) -> String { WireTime.formatDate(unixSeconds: unixSeconds) }
 }
