@@ -55,6 +55,9 @@ struct StatusConnection {
             }
             return now < deadline   // nothing asked in time: closed unanswered
         case .waiting(let request):
+            // poll(2) reports a hang-up even when asked for nothing: a client gone while the loop builds its answer
+            // is closed now, or poll would return at once, round after round, until the loop answers.
+            if revents & Int16(POLLHUP | POLLERR | POLLNVAL) != 0 { return false }
             if let status = request.answered {
                 answer(WireJSON.encode(status) + [UInt8(ascii: "\n")], now: now)
             } else if now >= deadline {
