@@ -29,8 +29,6 @@ public struct LogStreak: Sendable {
         self.interval = interval
     }
 
-    public var isOn: Bool { total > 0 }
-
     /// `count` more occurrences; `fields` describe this one (they are written only if a line is).
     public mutating func occurred(_ count: Int = 1, _ fields: KeyValuePairs<String, any CustomStringConvertible> = [:]) {
         guard count > 0 else { return }

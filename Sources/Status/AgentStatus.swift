@@ -135,9 +135,6 @@ public struct AgentStatus: Codable, Sendable, Equatable {
             self.spotsUnknown = spotsUnknown
             self.laneCount = laneCount
         }
-
-        /// Spaces with a sensor that reads free.
-        public var spotsFree: Int { spotsSensed - spotsOccupied - spotsUnknown }
     }
 
     public struct Lane: Codable, Sendable, Equatable {

@@ -66,6 +66,4 @@ public struct WalkResult: Sendable, Hashable, Codable {
         self.otherInput = otherInput
         self.detail = detail
     }
-
-    public var isProblem: Bool { verdict != .confirmed && verdict != .skipped }
 }

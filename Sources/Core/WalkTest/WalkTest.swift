@@ -70,8 +70,6 @@ public struct WalkTest: Sendable {
 
     public var current: WalkStep? { queue.first.map { steps[$0] } }
     public var isFinished: Bool { queue.isEmpty }
-    /// Whether the current step has seen a line change (a trace ending now would cut it short).
-    public var isObserving: Bool { !seen.isEmpty }
     /// When `advance` has something to do.
     public var nextDeadline: MonotonicInstant? {
         guard let step = current, step.inputs.allSatisfy({ seen[$0] != nil }) else { return nil }
