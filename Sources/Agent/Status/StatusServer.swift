@@ -100,12 +100,7 @@ final class StatusServer: Sendable {
     }
 
     private func run() {
-        // Named as ps -L and /proc/PID/task/*/comm show it (pthread_setname_np is not in Swift's Glibc).
-        let comm = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
-        if comm >= 0 {
-            _ = DurableFile.writeAll(comm, Array("status-socket".utf8))
-            close(comm)
-        }
+        nameThread("status-socket")   // deploy/dev/status-cost.sh finds the thread by this name
         let notify: @Sendable () -> Void = { [wake] in
             var byte: UInt8 = 1
             _ = write(wake.write, &byte, 1)
