@@ -1,12 +1,10 @@
 import AgentStatus
 import ConfigFile
-import Dispatch
 import FoundationEssentials
 import Glibc
 import ParkWiseCLI
 import ParkWiseCore
 import ParkWiseLog
-import Synchronization
 import Uplink
 
 enum RunCommand {

@@ -1,6 +1,5 @@
 import AgentStatus
 import ConfigFile
-import Dispatch
 import FoundationEssentials
 import Glibc
 import ParkWiseCLI
