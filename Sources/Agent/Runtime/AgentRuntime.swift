@@ -260,6 +260,9 @@ final class AgentRuntime: @unchecked Sendable {
                 }
             }
         }
+        // What the queue still holds (without a broker the loop above never ran; the source is stopped by now).
+        let left = lineQueue.take()
+        unread += left.changes.count + left.shed
         if unread > 0 { Log.info("line changes queued behind the stop, left unread", ["changes": unread]) }
         link.stop()
         stamper.state.settle(oldestPending: session.oldestPendingSeq)
