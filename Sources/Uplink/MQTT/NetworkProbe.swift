@@ -73,9 +73,13 @@ enum NetworkProbe {
             var code: Int32 = rc == 0 ? 0 : errno
             if code == EINPROGRESS {
                 var pfd = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-                rc = poll(&pfd, 1, Int32(left * 1000))
+                repeat {
+                    rc = poll(&pfd, 1, Int32(max(0, timeout - (monotonicSeconds() - start)) * 1000))
+                } while rc < 0 && errno == EINTR
                 if rc == 0 {
                     code = ETIMEDOUT
+                } else if rc < 0 {
+                    code = errno   // not SO_ERROR, which reads 0 while the connect is still in progress
                 } else {
                     var error: Int32 = 0
                     var length = socklen_t(MemoryLayout<Int32>.size)
