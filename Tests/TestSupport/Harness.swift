@@ -213,8 +213,15 @@ public final class Broker {
         child = try startMosquitto(config: config, at: directory.appendingPathComponent("mosquitto.conf").path)
     }
 
+    /// Freezes it (SIGSTOP): connections stay open and nothing is answered, like a broker behind a dead route;
+    /// `resume` thaws it.
+    public func pause() { child?.signal(SIGSTOP) }
+
+    public func resume() { child?.signal(SIGCONT) }
+
     /// Stops it (SIGTERM; it saves its sessions first).
     public func stop() {
+        resume()
         child?.signal(SIGTERM)
         _ = child?.wait(5)
         child = nil
