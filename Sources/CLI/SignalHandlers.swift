@@ -5,11 +5,12 @@ import Synchronization
 
 /// First SIGTERM/SIGINT: graceful stop through the event loop. Second: forced exit. A repeat within
 /// half a second is the same request delivered twice (to the process and to its group, as
-/// `timeout` does) and does not force anything.
+/// `timeout` does) and does not force anything. `onForce` runs just before a forced exit: what must not outlive
+/// the process (a terminal left without echo, or on the alternate screen) is put back there.
 public final class SignalHandlers {
     private let sources: [any DispatchSourceSignal]
 
-    public init(onStop stop: @escaping @Sendable () -> Void) {
+    public init(onStop stop: @escaping @Sendable () -> Void, onForce: @escaping @Sendable () -> Void = {}) {
         let first = Atomic<Int64>(0)
         sources = [SIGTERM, SIGINT].map { number in
             signal(number, SIG_IGN)
@@ -24,6 +25,7 @@ public final class SignalHandlers {
                     stop()
                 } else if now - previous > 500_000_000 {
                     Log.warn("second stop signal, forced exit", [:])
+                    onForce()
                     _exit(ExitCode.failure)
                 }
             }

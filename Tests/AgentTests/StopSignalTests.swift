@@ -44,3 +44,39 @@ import TestSupport
         #expect(agent.stderr.contains("broker did not acknowledge everything before stopping"))
     }
 }
+
+extension StopSignalTests {
+    /// `status --watch` on a terminal, held up by an agent that accepts but never answers: a second Ctrl-C forces
+    /// the exit, and the terminal still gets its normal screen and cursor back.
+    @Test func aForcedExitOfWatchGivesTheTerminalBack() throws {
+        let dir = temporaryDirectory()
+        let path = dir.path + "/hung.sock"
+        let listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(listener) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(path.utf8)) }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        try #require(bound == 0 && listen(listener, 4) == 0)
+        // script(1) gives the watch a terminal; its output (the escape sequences) comes back here.
+        let script = try Child("/usr/bin/script", ["-qfec", "\(agentBinary) status --watch --socket \(path)", "/dev/null"])
+        defer { script.signal(SIGKILL) }
+        var watch: Int32 = 0
+        #expect(eventually(5) {
+            let children = (try? String(contentsOfFile: "/proc/\(script.pid)/task/\(script.pid)/children", encoding: .utf8)) ?? ""
+            watch = children.split(separator: " ").first.flatMap { Int32($0) } ?? 0
+            return watch > 0 && script.stdout.contains("\u{1B}[?1049h")
+        })
+        kill(watch, SIGINT)
+        #expect(eventually(5) { script.stdout.contains("stop requested") })
+        usleep(700_000)   // a second signal within half a second would be the same request
+        kill(watch, SIGINT)
+        #expect(script.wait(10) != nil)
+        let out = script.stdout
+        #expect(out.contains("forced exit"), "\(out.debugDescription)")
+        let forced = try #require(out.range(of: "forced exit"))
+        #expect(out[forced.upperBound...].contains("\u{1B}[?25h\u{1B}[?1049l"), "\(out.debugDescription)")
+    }
+}

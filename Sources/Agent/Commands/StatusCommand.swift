@@ -63,10 +63,11 @@ enum StatusCommand {
         let environment = ProcessInfo.processInfo.environment
         let colour = terminal && environment["TERM"] != "dumb" && (environment["NO_COLOR"] ?? "").isEmpty
         let stop = Stop()
-        let signals = SignalHandlers(onStop: { stop.flag.store(true, ordering: .releasing) })
+        let restore = { @Sendable in if terminal { write("\u{1B}[?25h\u{1B}[?1049l") } }
+        let signals = SignalHandlers(onStop: { stop.flag.store(true, ordering: .releasing) }, onForce: restore)
         defer { signals.cancel() }
         if terminal { write("\u{1B}[?1049h\u{1B}[?25l") }   // alternate screen, cursor hidden
-        defer { if terminal { write("\u{1B}[?25h\u{1B}[?1049l") } }
+        defer { restore() }
         while !stop.flag.load(ordering: .acquiring) {
             let (width, height) = size(terminal: terminal, environment: environment)
             var lines: [String]

@@ -98,8 +98,9 @@ enum WalkTestCommand {
             }
         }
         let stopSource = source.start(clock: clock, into: queue, inbox: inbox)
-        let signals = SignalHandlers(onStop: { inbox.post(.stop) })
         let keys = KeyReader { continuation.yield(.key($0)) }
+        // A forced exit (a second Ctrl-C) gives the terminal its echo back too.
+        let signals = SignalHandlers(onStop: { inbox.post(.stop) }, onForce: { keys.restore() })
         let ticker = Task {
             while !Task.isCancelled {
                 try? await Task.sleep(for: .milliseconds(20))
