@@ -98,6 +98,9 @@ enum WalkTestCommand {
             }
         }
         let stopSource = source.start(clock: clock, into: queue, inbox: inbox)
+        // Ignored until the handlers are in place, so no Ctrl-C can end the process with the terminal still raw.
+        signal(SIGINT, SIG_IGN)
+        signal(SIGTERM, SIG_IGN)
         let keys = KeyReader { continuation.yield(.key($0)) }
         // A forced exit (a second Ctrl-C) gives the terminal its echo back too.
         let signals = SignalHandlers(onStop: { inbox.post(.stop) }, onForce: { keys.restore() })
