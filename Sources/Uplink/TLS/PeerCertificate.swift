@@ -23,7 +23,9 @@ enum PeerCertificate {
         var received: [UInt8] = []
         var handshake: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 16_384)
-        while received.count < 256 * 1024 {
+        // Bounded in all: a hostile server streaming handshake records that never complete a certificate must not
+        // grow doctor until the timeout (at loopback speed, gigabytes).
+        while received.count + handshake.count < 256 * 1024 {
             // Whole records so far: handshake bytes collected, an alert ends it.
             while received.count >= 5 {
                 let length = Int(received[3]) << 8 | Int(received[4])
