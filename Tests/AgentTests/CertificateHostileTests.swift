@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import TestSupport
 import Testing
 import Uplink
@@ -7,7 +8,7 @@ import Uplink
 /// reads an answer or nil, and never traps.
 struct CertificateHostileTests {
     /// SEQUENCE { SEQUENCE { serial, signature, issuer, validity { notBefore, notAfter }, subject } }, short lengths.
-    private static func certificate(notAfter: [UInt8], tag: UInt8 = 0x18) -> [UInt8] {
+    static func certificate(notAfter: [UInt8], tag: UInt8 = 0x18) -> [UInt8] {
         func tlv(_ tag: UInt8, _ body: [UInt8]) -> [UInt8] { [tag, UInt8(body.count)] + body }
         let validity = tlv(0x30, tlv(0x17, Array("260101000000Z".utf8)) + tlv(tag, notAfter))
         let subject = tlv(0x30, [0x06, 0x03, 0x55, 0x04, 0x03] + tlv(0x0C, Array("broker".utf8)))
@@ -54,5 +55,88 @@ struct CertificateHostileTests {
             if let info = CertificateInfo.der([0x30, 0x81] + bytes) { _ = info.expiry(now: 0) }
             _ = CertificateInfo.pem(bytes)
         }
+    }
+}
+
+extension CertificateHostileTests {
+    /// The whole way doctor reads a broker's certificate: a "broker" on loopback that answers every hello with a bare
+    /// TLS Certificate message. The probe's TLS handshake fails, its certificate read goes on, and what it reads is
+    /// shown, a hostile date refused, nothing traps.
+    @Test func aBrokerCertificateForeverIsShown() throws {
+        try probe(notAfter: "99991231235959Z", expecting: "valid until 9999-12-31")
+    }
+
+    @Test func aBrokerCertificateWithAHostileDateIsNotRead() throws {
+        try probe(notAfter: "٣٣٣٣1231235959Z", expecting: "expiry date not read")
+    }
+
+    private func probe(notAfter: String, expecting expected: String) throws {
+        let certificate = Self.certificate(notAfter: Array(notAfter.utf8))
+        func u24(_ n: Int) -> [UInt8] { [UInt8(n >> 16 & 0xFF), UInt8(n >> 8 & 0xFF), UInt8(n & 0xFF)] }
+        let list = u24(certificate.count) + certificate
+        let message = [0x0B] + u24(list.count + 3) + u24(list.count) + list
+        let record: [UInt8] = [0x16, 0x03, 0x03, UInt8(message.count >> 8), UInt8(message.count & 0xFF)] + message
+        let server = try HelloServer(answer: record)
+        defer { server.stop() }
+        var settings = LinkSettings(brokers: [], clientID: "doctor-test", keepaliveSeconds: 5, will: nil, subscriptions: [])
+        settings.protocolVersion = 5
+        let steps = BrokerProbe.run(settings: settings, broker: .init(host: "127.0.0.1", port: server.port, tls: true),
+                                    topics: .init(echo: "t/doctor", commands: "t/cmd/+"), timeout: 2)
+        let titles = steps.map(\.title)
+        #expect(titles.contains { $0.hasPrefix("TLS handshake") && !$0.contains("verified") }, "\(titles)")
+        #expect(titles.contains { $0.contains(expected) }, "\(titles)")
+    }
+}
+
+/// Accepts connections on a loopback port and answers each with the same bytes, then closes it.
+private final class HelloServer: Sendable {
+    let port: Int
+    private let listener: Int32
+    private let stopping: Flag
+    private let done: Flag
+
+    private final class Flag: Sendable {
+        let value = Atomic<Bool>(false)
+    }
+
+    init(answer: [UInt8]) throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        listener = fd
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        port = Int(UInt16(bigEndian: address.sin_port))
+        guard bound == 0, listen(fd, 8) == 0 else { throw HarnessError("cannot listen on loopback") }
+        let stopping = Flag(), done = Flag()
+        self.stopping = stopping
+        self.done = done
+        Thread {
+            while !stopping.value.load(ordering: .acquiring) {
+                var slot = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                guard poll(&slot, 1, 100) > 0 else { continue }
+                let client = accept(fd, nil, nil)
+                guard client >= 0 else { continue }
+                _ = answer.withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                shutdown(client, Int32(SHUT_WR))
+                var sink = [UInt8](repeating: 0, count: 4096)
+                var wait = pollfd(fd: client, events: Int16(POLLIN), revents: 0)
+                while poll(&wait, 1, 1000) > 0, recv(client, &sink, sink.count, 0) > 0 {}
+                close(client)
+            }
+            done.value.store(true, ordering: .releasing)
+        }.start()
+    }
+
+    func stop() {
+        stopping.value.store(true, ordering: .releasing)
+        _ = eventually(5) { done.value.load(ordering: .acquiring) }
+        close(listener)
     }
 }
