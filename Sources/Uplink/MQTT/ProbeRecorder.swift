@@ -14,7 +14,12 @@ final class ProbeRecorder: Sendable {
 
     func puback(mid: Int32, reason: Int32) { state.withLock { $0.pubacks[mid] = reason } }
     func suback(mid: Int32, granted: [Int32]) { state.withLock { $0.subacks[mid] = granted } }
-    func message(topic: String, payload: [UInt8]) { state.withLock { $0.messages.append((topic, payload)) } }
+    /// Messages kept, at most: a broker flooding the probe's subscriptions must not grow doctor until the timeout.
+    static let messageLimit = 1000
+
+    func message(topic: String, payload: [UInt8]) {
+        state.withLock { if $0.messages.count < ProbeRecorder.messageLimit { $0.messages.append((topic, payload)) } }
+    }
     func log(_ line: String) { state.withLock { if $0.log.count < 20 { $0.log.append(line) } } }
 }
 
