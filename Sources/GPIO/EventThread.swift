@@ -102,7 +102,7 @@ private final class EventLoop {
         var batch: [(change: LineChange, sequence: Int)] = []
 
         while true {
-            let now = monotonicMilliseconds()
+            let now = rechecks.isEmpty ? 0 : monotonicMilliseconds()   // the clock only matters for a recheck
             rechecks.removeAll { $0 <= now }
             let timeout = rechecks.first.map { Int32(clamping: $0 - now) } ?? (chips.fd >= 0 ? -1 : Self.recheckMilliseconds)
             let ready = slots.withUnsafeMutableBufferPointer { poll($0.baseAddress, nfds_t($0.count), timeout) }

@@ -20,23 +20,29 @@ struct AgentClock: Sendable {
 
     var isScaled: Bool { speed != 1 }
 
-    func now() -> MonotonicInstant {
-        let real = AgentClock.read(CLOCK_MONOTONIC)
-        return MonotonicInstant(nanoseconds: realOrigin + Int64(Double(real - realOrigin) * speed))
+    func now() -> MonotonicInstant { instant(real: AgentClock.read(CLOCK_MONOTONIC)) }
+
+    /// What the clock shows at `real` (CLOCK_MONOTONIC nanoseconds, as read by the caller): no clock read.
+    func instant(real: Int64) -> MonotonicInstant {
+        MonotonicInstant(nanoseconds: realOrigin + Int64(Double(real - realOrigin) * speed))
     }
 
-    /// Real time to wait until the clock shows `instant`.
-    func realDelay(until instant: MonotonicInstant) -> Duration {
-        let ahead = instant.nanoseconds - now().nanoseconds
-        return .nanoseconds(max(0, Int64(Double(ahead) / speed)))
+    /// When (CLOCK_MONOTONIC nanoseconds) the clock shows `instant`: what to sleep until, no clock read.
+    func real(at instant: MonotonicInstant) -> Int64 {
+        realOrigin + Int64(Double(instant.nanoseconds - realOrigin) / speed)
     }
 
-    /// Wall-clock nanoseconds since 1970 at a core instant. On a real clock the offset is read now,
-    /// so a clock NTP has just set is used for every event not yet sent.
-    func wallNanoseconds(at instant: MonotonicInstant) -> Int64 {
+    /// Wall-clock nanoseconds since 1970 at a core instant. On a real clock the offset is read now (or was read
+    /// for the batch at hand, `offset`), so a clock NTP has just set is used for every event not yet sent.
+    func wallNanoseconds(at instant: MonotonicInstant, offset: Int64? = nil) -> Int64 {
         if isScaled { return wallOrigin + (instant.nanoseconds - realOrigin) }
-        let offset = AgentClock.read(CLOCK_REALTIME) - AgentClock.read(CLOCK_MONOTONIC)
-        return instant.nanoseconds + offset
+        return instant.nanoseconds + (offset ?? AgentClock.read(CLOCK_REALTIME) - AgentClock.read(CLOCK_MONOTONIC))
+    }
+
+    /// The wall clock's offset from the monotonic one, given CLOCK_MONOTONIC as just read by the caller: one clock
+    /// read, for a whole batch of events stamped together (nil on a scaled clock, which needs none).
+    func wallOffset(real: Int64) -> Int64? {
+        isScaled ? nil : AgentClock.read(CLOCK_REALTIME) - real
     }
 
     /// Whether the kernel says NTP has synchronised the wall clock (adjtimex).

@@ -53,6 +53,20 @@ final class AgentRuntime: @unchecked Sendable {
     /// When a change of the retained status may be published (real monotonic nanoseconds; see `refreshStatus`).
     private var statusDue: Int64?
     private let statusInbox = StatusInbox()
+    /// CLOCK_MONOTONIC as read for the input at hand: the clock is read at most once per input, and only when
+    /// something needs it (see `realNow()`).
+    private var inputReal: Int64?
+
+    /// Real monotonic nanoseconds now: read once per input, then the same instant for everything the input does.
+    private func realNow() -> Int64 {
+        if let inputReal { return inputReal }
+        let now = Inbox.now()
+        inputReal = now
+        return now
+    }
+
+    /// The garage's time now (the instant `realNow()` read).
+    private var instantNow: MonotonicInstant { clock.instant(real: realNow()) }
 
     init(config: AgentConfig, source: LineSource, clock: AgentClock, credentials: Credentials?,
          options: Options) throws(DeviceState.Exhausted) {
@@ -151,8 +165,10 @@ final class AgentRuntime: @unchecked Sendable {
                 stopSource()
                 return stop(exitCode: ExitCode.success)
             }
-            let input = inbox.next(until: [timer?.real, watchdogDue, clockDue, shedDue, statusDue].compactMap { $0 }.min()) ?? due()
-            guard let input else { continue }
+            inputReal = nil
+            let next = inbox.next(until: [timer?.real, watchdogDue, clockDue, shedDue, statusDue].compactMap { $0 }.min())
+            inputReal = nil
+            guard let input = next ?? due() else { continue }
             switch input {
             case .lines:
                 let batch = lineQueue.take()
@@ -162,23 +178,23 @@ final class AgentRuntime: @unchecked Sendable {
                 flush()
             case .tick:
                 timer = nil
-                garage.advance(to: clock.now(), into: &events)
+                garage.advance(to: instantNow, into: &events)
                 flush()
             case .housekeeping:
-                if let due = shedDue, due <= Inbox.now() {
+                if let due = shedDue, due <= realNow() {
                     declareShed()
                     flush()
                 }
-                if let due = watchdogDue, let every = options.service.watchdogInterval, due <= Inbox.now() {
+                if let due = watchdogDue, let every = options.service.watchdogInterval, due <= realNow() {
                     options.service.alive()   // the watchdog is fed by the event loop itself
-                    watchdogDue = Inbox.now() + every.nanosecondCount
+                    watchdogDue = realNow() + every.nanosecondCount
                 }
-                if let due = clockDue, due <= Inbox.now() {
+                if let due = clockDue, due <= realNow() {
                     // While NTP has not set the clock: look again after 1 s, doubling up to 64 s, so waiting events
                     // get their true times soon after it does; once set, nothing wakes the loop for it.
                     checkClock(force: true)
                     clockWait = min(clockWait * 2, .seconds(64))
-                    clockDue = clockSynced ? nil : Inbox.now() + clockWait.nanosecondCount
+                    clockDue = clockSynced ? nil : realNow() + clockWait.nanosecondCount
                 }
             case .uplink(let event):
                 noteForStatus(event)
@@ -197,7 +213,7 @@ final class AgentRuntime: @unchecked Sendable {
             case .inputLost(let input, let message):
                 Log.error("GPIO input lost", ["input": input.map { config.inputs[$0].ref.description } ?? "all",
                                               "problem": message])
-                garage.inputLost(input, at: clock.now(), into: &events)
+                garage.inputLost(input, at: instantNow, into: &events)
                 flush()
                 if garage.everyInputLost {
                     // Running on with nothing watched helps nobody: fail, so systemd restarts the agent.
@@ -223,7 +239,7 @@ final class AgentRuntime: @unchecked Sendable {
     /// The input a passed deadline stands for (the loop woke for it): the garage's timer, or the watchdog and
     /// the clock. Nil when none has passed yet.
     private func due() -> AgentInput? {
-        let now = Inbox.now()
+        let now = realNow()
         if let timer, timer.real <= now { return .tick }
         if let statusDue, statusDue <= now { return .statusDue }
         if [watchdogDue, clockDue, shedDue].contains(where: { $0.map { $0 <= now } ?? false }) { return .housekeeping }
@@ -233,6 +249,7 @@ final class AgentRuntime: @unchecked Sendable {
     /// Graceful stop: say offline, give the broker a moment to acknowledge, disconnect cleanly.
     private func stop(exitCode: Int32) -> Int32 {
         Log.info("stopping", ["outbox": session.outboxCount])
+        inputReal = nil
         options.service.stopping()
         garage.advance(to: clock.now(), into: &events)
         declareShed()
@@ -277,6 +294,10 @@ final class AgentRuntime: @unchecked Sendable {
     /// of them leaves, hands them to the uplink, and publishes the states they changed.
     private func flush() {
         checkClock()
+        // One wall-clock read for every time this batch stamps or publishes (a nested flush keeps it).
+        let outermost = stamper.wallOffset == nil
+        if outermost { stamper.wallOffset = clock.wallOffset(real: realNow()) }
+        defer { if outermost { stamper.wallOffset = nil } }
         stamper.state.settle(oldestPending: session.oldestPendingSeq)
         // In seq order (device events were stamped when they happened, before this batch's garage events).
         let entries = (events.map { stamper.stamp($0, synced: clockSynced) } + deviceEvents).sorted { $0.event.seq < $1.event.seq }
@@ -309,7 +330,7 @@ final class AgentRuntime: @unchecked Sendable {
     private var deviceEvents: [OutboxEntry] = []
 
     private func deviceEvent(_ type: String, _ fill: (inout EventPayload) -> Void) {
-        deviceEvents.append(stamper.stampDevice(type: type, at: clock.now(), synced: clockSynced, fill))
+        deviceEvents.append(stamper.stampDevice(type: type, at: instantNow, synced: clockSynced, fill))
     }
 
     /// Declares the events a full outbox gave up, so the backend sees a gap it can explain: one
@@ -318,7 +339,7 @@ final class AgentRuntime: @unchecked Sendable {
         guard session.isConnected, stamper.state.announcement == nil, let drops = stamper.state.drops else { return }
         Log.warn("announcing dropped events", ["count": drops.count, "first_seq": drops.firstSeq, "last_seq": drops.lastSeq])
         tracker.dropsDeclared += drops.count
-        let entry = stamper.stampDevice(type: "outbox.dropped", at: clock.now(), synced: clockSynced) {
+        let entry = stamper.stampDevice(type: "outbox.dropped", at: instantNow, synced: clockSynced) {
             $0.dropped = drops.count
             $0.firstSeq = drops.firstSeq
             $0.lastSeq = drops.lastSeq
@@ -331,7 +352,7 @@ final class AgentRuntime: @unchecked Sendable {
     /// When NTP sets the clock, events still waiting get their true times. The kernel is asked at most once a
     /// second (`force`: now), not once per event.
     private func checkClock(force: Bool = false) {
-        let now = clock.now()
+        let now = instantNow
         if !force, let last = clockReadAt, now - last < .seconds(1) * clock.speed { return }
         clockReadAt = now
         let synced = stamper.clockSynchronized
@@ -350,7 +371,7 @@ final class AgentRuntime: @unchecked Sendable {
     private func shed(_ batch: LineQueue.Batch) {
         unannouncedShed.count += batch.shed
         unannouncedShed.inputs.formUnion(batch.shedInputs)
-        let now = Inbox.now()
+        let now = realNow()
         if let last = shedDeclaredAt, now - last < AgentRuntime.shedInterval {
             shedDue = shedDue ?? last + AgentRuntime.shedInterval
         } else {
@@ -368,7 +389,7 @@ final class AgentRuntime: @unchecked Sendable {
         let (count, inputs) = unannouncedShed
         guard count > 0 else { return }
         unannouncedShed = (0, [])
-        shedDeclaredAt = Inbox.now()
+        shedDeclaredAt = realNow()
         let names = inputs.sorted().map { config.inputs[$0].ref.description }
         Log.warn("line changes shed, the event loop fell behind", ["shed": count, "inputs": names.joined(separator: ",")])
         deviceEvent("input.shed") {
@@ -396,7 +417,7 @@ final class AgentRuntime: @unchecked Sendable {
         let due = garage.nextDeadline
         guard let due else { return }
         if let armed = timer?.due, armed <= due { return }
-        timer = (due, Inbox.now() + clock.realDelay(until: due).nanosecondCount)
+        timer = (due, clock.real(at: due))
     }
 
     // MARK: - Commands
@@ -429,7 +450,7 @@ final class AgentRuntime: @unchecked Sendable {
 
     /// Link events for the status; a new connection's birth carries the facts as they are now.
     private func noteForStatus(_ event: UplinkEvent) {
-        tracker.note(event, at: clock.now())
+        tracker.note(event, at: instantNow)
         if case .connected = event { publishStatus(statusSnapshot) }
     }
 
@@ -437,13 +458,13 @@ final class AgentRuntime: @unchecked Sendable {
     /// the loop sleeps until, not a timer).
     private func refreshStatus() {
         let snapshot = statusSnapshot
-        switch statusSchedule.decide(snapshot.health, connected: session.isConnected, now: RetainedStatusSchedule.now) {
+        switch statusSchedule.decide(snapshot.health, connected: session.isConnected, now: realNow) {
         case .nothing:
             break
         case .publishNow:
             publishStatus(snapshot)
         case .wake(let delay):
-            statusDue = Inbox.now() + delay.nanosecondCount
+            statusDue = realNow() + delay.nanosecondCount
         }
     }
 
@@ -451,6 +472,6 @@ final class AgentRuntime: @unchecked Sendable {
         let health = snapshot.health
         session.updateStatus(session.birth.with(health, uptimeSeconds: Int(tracker.uptimeSeconds),
                                                 outboxOldestAgeSeconds: snapshot.oldestAgeSeconds.map { Int($0) }))
-        statusSchedule.didPublish(health, at: RetainedStatusSchedule.now)
+        statusSchedule.didPublish(health, at: realNow())
     }
 }

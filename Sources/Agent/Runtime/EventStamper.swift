@@ -10,9 +10,11 @@ struct EventStamper {
     let clock: AgentClock
     let kernelBoot: String
     var ids = EventID()
+    /// The wall clock's offset read once for the batch being stamped (nil: read it for each time).
+    var wallOffset: Int64?
 
     func wallTime(_ instant: MonotonicInstant) -> String {
-        WireTime.format(unixNanoseconds: clock.wallNanoseconds(at: instant))
+        WireTime.format(unixNanoseconds: clock.wallNanoseconds(at: instant, offset: wallOffset))
     }
 
     /// The wall-clock quality now: simulated time is as good as its start.

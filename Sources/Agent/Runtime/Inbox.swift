@@ -49,11 +49,12 @@ final class Inbox: @unchecked Sendable {
         defer { pthread_mutex_unlock(mutex) }
         while head == items.count {
             if let deadline {
-                guard Inbox.now() < deadline else { return nil }
-                var ts = timespec(tv_sec: Int(deadline / 1_000_000_000), tv_nsec: Int(deadline % 1_000_000_000))
+                // No clock read: the absolute wait itself says when the deadline has passed (at once if it has).
+                var ts = timespec(tv_sec: Int(max(0, deadline) / 1_000_000_000), tv_nsec: Int(max(0, deadline) % 1_000_000_000))
                 waiting = true
-                pthread_cond_timedwait(posted, mutex, &ts)
+                let rc = pthread_cond_timedwait(posted, mutex, &ts)
                 waiting = false
+                if rc == ETIMEDOUT && head == items.count { return nil }
             } else {
                 waiting = true
                 pthread_cond_wait(posted, mutex)

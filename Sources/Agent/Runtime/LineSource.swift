@@ -73,12 +73,10 @@ enum LineSource {
     /// Sleeps until the clock reaches the change, then hands it over.
     private static func feed(_ change: TimedChange, clock: AgentClock, into queue: LineQueue) {
         let line = change.lineChange(startingAt: clock.origin)
-        let delay = clock.realDelay(until: line.at)
-        if delay > .zero {
-            let until = Inbox.now() + delay.nanosecondCount
-            var ts = timespec(tv_sec: Int(until / 1_000_000_000), tv_nsec: Int(until % 1_000_000_000))
-            while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nil) == EINTR {}
-        }
+        // An absolute deadline: no clock read (a time already past returns at once).
+        let until = clock.real(at: line.at)
+        var ts = timespec(tv_sec: Int(until / 1_000_000_000), tv_nsec: Int(until % 1_000_000_000))
+        while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nil) == EINTR {}
         queue.push([line])
     }
 }

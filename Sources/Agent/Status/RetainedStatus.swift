@@ -1,4 +1,3 @@
-import Glibc
 import ParkWiseContract
 
 /// When the retained `status` is republished: only when its facts changed (never for the uptime
@@ -11,18 +10,17 @@ struct RetainedStatusSchedule {
     /// A wake-up is armed for a change that came too soon after the last publish.
     private(set) var armed = false
 
-    /// Real monotonic nanoseconds (the interval is real time, even in a fast simulation).
-    static var now: Int64 { AgentClock.read(CLOCK_MONOTONIC) }
-
     init(every: Duration) {
         self.every = every
     }
 
     enum Decision: Equatable { case nothing, publishNow, wake(after: Duration) }
 
-    /// What to do about the facts now; `now` in real monotonic nanoseconds.
-    mutating func decide(_ health: StatusPayload.Health, connected: Bool, now: Int64) -> Decision {
+    /// What to do about the facts now; `now` in real monotonic nanoseconds (the interval is real time, even in a
+    /// fast simulation), read only when the facts changed.
+    mutating func decide(_ health: StatusPayload.Health, connected: Bool, now readNow: () -> Int64) -> Decision {
         guard connected, health != published, !armed else { return .nothing }
+        let now = readNow()
         let interval = every.components.seconds * 1_000_000_000 + every.components.attoseconds / 1_000_000_000
         let due = publishedAt == .min ? now : publishedAt + interval
         guard now < due else { return .publishNow }

@@ -39,11 +39,12 @@ struct StatusTracker {
         }
     }
 
-    mutating func note(_ event: UplinkEvent, at now: MonotonicInstant) {
+    /// `now` is read only for a new connection (not for every acknowledgement).
+    mutating func note(_ event: UplinkEvent, at now: @autoclosure () -> MonotonicInstant) {
         switch event {
         case .connected(let name, _):
             broker = name
-            connectedSince = now
+            connectedSince = now()
         case .disconnected(_, let reason):
             guard broker != nil else { return }
             broker = nil

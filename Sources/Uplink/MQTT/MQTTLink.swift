@@ -24,7 +24,8 @@ public final class MQTTLink: Sendable {
     private let thread = Mutex<DedicatedThread?>(nil)
     /// Wakes the link's thread for a write or a stop (nil: out of descriptors; the thread then polls every 100 ms).
     private let wakeup = LinkWakeup()
-    /// When this process last wrote to the broker (monotonic ms): the keepalive is due a keepalive after it.
+    /// When this process last wrote to the broker, as far as the link's thread knows (monotonic ms): the keepalive
+    /// is due a keepalive after it.
     private let lastWrite = Atomic<Int64>(0)
 
     /// `emit` gets the events of one round of the network loop together, in order.
@@ -55,7 +56,8 @@ public final class MQTTLink: Sendable {
             }
             let (rc, mid) = connection.publish(topic: topic, payload: payload, retain: retain)
             guard rc == MOSQ_ERR_SUCCESS.rawValue else { return .offline }
-            lastWrite.store(monotonicMilliseconds(), ordering: .relaxed)
+            // No clock read for the keepalive here: its PUBACK moves `lastWrite` on (and one that never comes
+            // only brings the keepalive's ping earlier).
             if connection.wantsWrite { wakeup?.signal() }
             return .sent(mid: mid, connection: connection.number)
         }
@@ -124,10 +126,12 @@ public final class MQTTLink: Sendable {
         }
         current.withLock { $0 = connection }
         defer { current.withLock { $0 = nil } }
-        let connectDeadline = monotonicSeconds() + Double(max(settings.keepaliveSeconds, 10))
+        // The clock is read once per wake-up (`now`), and every time below is that one.
+        var now = monotonicMilliseconds()
+        let connectDeadline = now + Int64(max(settings.keepaliveSeconds, 10)) * 1000
         let keepalive = Int64(settings.keepaliveSeconds) * 1000
-        lastWrite.store(monotonicMilliseconds(), ordering: .relaxed)
-        var lastRead = monotonicMilliseconds()
+        lastWrite.store(now, ordering: .relaxed)
+        var lastRead = now
         var received = connection.received
         var up = false
         while true {
@@ -139,36 +143,35 @@ public final class MQTTLink: Sendable {
             guard socket >= 0 else { return .lost("connection closed", wasUp: up) }
             // Sleep until the broker sends, the socket takes what is queued, a publisher or a stop wakes the
             // thread, or the keepalive (connected) or the connect timeout (not yet) is due: no other wake-ups.
-            let now = monotonicMilliseconds()
-            let due = up ? min(lastWrite.load(ordering: .relaxed), lastRead) + keepalive + 1000
-                         : Int64(connectDeadline * 1000)
+            let due = up ? min(lastWrite.load(ordering: .relaxed), lastRead) + keepalive + 1000 : connectDeadline
             var timeout = Int32(clamping: max(0, due - now))
             if !up || keepalive == 0 { timeout = up ? -1 : timeout }
             if wakeup == nil { timeout = timeout < 0 ? 100 : min(timeout, 100) }
             let events = Int16(POLLIN) | (connection.wantsWrite ? Int16(POLLOUT) : 0)
             var slots = [pollfd(fd: socket, events: events, revents: 0), pollfd(fd: wakeup?.fd ?? -1, events: Int16(POLLIN), revents: 0)]
             let ready = poll(&slots, 2, timeout)
+            now = monotonicMilliseconds()
             if ready < 0 && errno != EINTR { return .lost("poll failed: \(String(cString: strerror(errno)))", wasUp: up) }
             if slots[1].revents != 0 { wakeup?.drain() }
             if slots[0].revents & Int16(POLLIN | POLLERR | POLLHUP) != 0 {
                 let rc = connection.loopRead()
-                lastRead = monotonicMilliseconds()
+                lastRead = now
                 if connection.received != received {
                     received = connection.received
-                    lastWrite.store(lastRead, ordering: .relaxed)   // QoS 1 publishes were answered with PUBACKs
+                    lastWrite.store(now, ordering: .relaxed)   // QoS 1 publishes were answered with PUBACKs
                 }
                 deliver(connection)
                 if rc != MOSQ_ERR_SUCCESS.rawValue { return .lost(MosquittoConnection.describe(rc), wasUp: up) }
             }
             if connection.wantsWrite {
                 let rc = connection.loopWrite()
-                lastWrite.store(monotonicMilliseconds(), ordering: .relaxed)
+                lastWrite.store(now, ordering: .relaxed)
                 if rc != MOSQ_ERR_SUCCESS.rawValue { return .lost(MosquittoConnection.describe(rc), wasUp: up) }
             }
             let connack = connection.connack
             if !up && connack == 0 {
                 up = true
-                lastRead = monotonicMilliseconds()
+                lastRead = now
                 for filter in settings.subscriptions { _ = connection.subscribe(filter) }
                 Log.info("uplink connected", ["broker": broker])
                 emit([.connected(broker: broker.description, connection: number)])
@@ -176,17 +179,17 @@ public final class MQTTLink: Sendable {
             } else if !up && connack > 0 {
                 return .lost("broker refused the connection: \(MosquittoConnection.describeConnack(connack))", wasUp: false)
             }
-            if !up && monotonicSeconds() > connectDeadline {
+            if !up && now > connectDeadline {
                 return .lost("no answer from the broker (timed out)", wasUp: false)
             }
-            if up && keepalive > 0 && monotonicMilliseconds() >= due {
+            if up && keepalive > 0 && now >= due {
                 // A PINGREQ (written next round), or the end of a connection whose last PINGRESP never came.
                 let rc = connection.loopMisc()
                 if rc != MOSQ_ERR_SUCCESS.rawValue { return .lost(MosquittoConnection.describe(rc), wasUp: up) }
                 // libmosquitto counts a ping as a read too. Had it seen a later write than this thread knows of,
                 // it sent no ping: look again in half a keepalive.
-                lastRead = monotonicMilliseconds()
-                if !connection.wantsWrite { lastWrite.store(lastRead - keepalive / 2, ordering: .relaxed) }
+                lastRead = now
+                if !connection.wantsWrite { lastWrite.store(now - keepalive / 2, ordering: .relaxed) }
             }
         }
     }
