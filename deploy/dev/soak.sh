@@ -33,6 +33,8 @@ printf 'listener %s 127.0.0.1\nallow_anonymous true\n' "$port" > "$work/m.conf"
 start_broker() {
     /usr/sbin/mosquitto -c "$work/m.conf" >/dev/null 2>&1 & broker=$!
     for _ in $(seq 1 50); do mosquitto_pub -p "$port" -t probe -n 2>/dev/null && return 0; sleep 0.1; done
+    echo "soak: mosquitto did not come up on port $port" >&2
+    return 1
 }
 start_broker
 # Events seen by a subscriber, one line each (it reconnects by itself after a broker restart).

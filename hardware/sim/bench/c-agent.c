@@ -66,8 +66,9 @@ int main(int argc, char **argv) {
         if (fds[0].revents & POLLIN) {
             struct gpiod_line_event ev;
             if (gpiod_line_event_read(line, &ev) == 0) {
-                int n = snprintf(payload, sizeof payload, "{\"seq\":%lu,\"value\":%d,\"ns\":%lld%09ld}", ++seq,
-                                 ev.event_type == GPIOD_LINE_EVENT_RISING_EDGE, (long long)ev.ts.tv_sec, ev.ts.tv_nsec);
+                int n = snprintf(payload, sizeof payload, "{\"seq\":%lu,\"value\":%d,\"ns\":%lld}", ++seq,
+                                 ev.event_type == GPIOD_LINE_EVENT_RISING_EDGE,
+                                 (long long)ev.ts.tv_sec * 1000000000LL + ev.ts.tv_nsec);
                 mosquitto_publish(mosq, NULL, events, n, payload, 1, false);   /* written at once: not threaded */
             }
         }
