@@ -1,0 +1,127 @@
+/// Writes JSON into a byte buffer exactly as `JSONEncoder` with `.sortedKeys` writes it, for the payloads sent on
+/// every edge (a new `JSONEncoder` and its boxes per payload cost more than the rest of the edge). The caller writes
+/// the keys in JSONEncoder's sorted order (plain byte order); `WireWriterTests` checks every byte against JSONEncoder.
+struct WireWriter {
+    private(set) var bytes: [UInt8] = []
+    /// JSONEncoder without `.withoutEscapingSlashes` writes `/` as `\/`.
+    let escapeSlashes: Bool
+    /// A value JSON cannot hold (NaN, infinity) was written: JSONEncoder would have thrown.
+    private(set) var failed = false
+    private var first = true
+
+    init(capacity: Int, escapeSlashes: Bool = false) {
+        self.escapeSlashes = escapeSlashes
+        bytes.reserveCapacity(capacity)
+    }
+
+    mutating func open() {
+        bytes.append(UInt8(ascii: "{"))
+        first = true
+    }
+
+    mutating func close() {
+        bytes.append(UInt8(ascii: "}"))
+        first = false
+    }
+
+    /// `"name":`, after a comma unless it is the object's first key. Keys are plain ASCII: never escaped.
+    mutating func key(_ name: StaticString) {
+        if !first { bytes.append(UInt8(ascii: ",")) }
+        first = false
+        bytes.append(UInt8(ascii: "\""))
+        name.withUTF8Buffer { bytes.append(contentsOf: $0) }
+        bytes.append(UInt8(ascii: "\""))
+        bytes.append(UInt8(ascii: ":"))
+    }
+
+    mutating func null() { bytes.append(contentsOf: [UInt8(ascii: "n"), UInt8(ascii: "u"), UInt8(ascii: "l"), UInt8(ascii: "l")]) }
+
+    mutating func bool(_ value: Bool) {
+        if value {
+            bytes.append(contentsOf: [UInt8(ascii: "t"), UInt8(ascii: "r"), UInt8(ascii: "u"), UInt8(ascii: "e")])
+        } else {
+            bytes.append(contentsOf: [UInt8(ascii: "f"), UInt8(ascii: "a"), UInt8(ascii: "l"), UInt8(ascii: "s"), UInt8(ascii: "e")])
+        }
+    }
+
+    mutating func integer(_ value: Int) {
+        if value < 0 { bytes.append(UInt8(ascii: "-")) }
+        unsigned(UInt64(value.magnitude))
+    }
+
+    mutating func unsigned(_ value: UInt64) {
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)   // 20 digits at most, written backwards on the stack
+        withUnsafeMutableBytes(of: &digits) { buffer in
+            var n = value, at = buffer.count
+            repeat {
+                at -= 1
+                buffer[at] = UInt8(ascii: "0") &+ UInt8(n % 10)
+                n /= 10
+            } while n != 0
+            bytes.append(contentsOf: buffer[at...])
+        }
+    }
+
+    /// As JSONEncoder: the shortest form that reads back the same (`description`), without a trailing `.0`.
+    mutating func double(_ value: Double) {
+        guard value.isFinite else {
+            failed = true
+            return
+        }
+        var text = value.description
+        if text.hasSuffix(".0") { text.removeLast(2) }
+        bytes.append(contentsOf: text.utf8)
+    }
+
+    mutating func string(_ value: String) {
+        var value = value
+        value.withUTF8 { utf8 in
+            bytes.append(UInt8(ascii: "\""))
+            var start = 0
+            for (i, byte) in utf8.enumerated() where byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\")
+                || (byte == UInt8(ascii: "/") && escapeSlashes) {
+                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<i]))
+                escape(byte)
+                start = i + 1
+            }
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start...]))
+            bytes.append(UInt8(ascii: "\""))
+        }
+    }
+
+    private mutating func escape(_ byte: UInt8) {
+        bytes.append(UInt8(ascii: "\\"))
+        switch byte {
+        case 0x08: bytes.append(UInt8(ascii: "b"))
+        case 0x0C: bytes.append(UInt8(ascii: "f"))
+        case 0x0A: bytes.append(UInt8(ascii: "n"))
+        case 0x0D: bytes.append(UInt8(ascii: "r"))
+        case 0x09: bytes.append(UInt8(ascii: "t"))
+        case 0x00..<0x20:
+            let low = byte & 0xF
+            bytes.append(contentsOf: [UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), UInt8(ascii: "0") + (byte >> 4),
+                                      low < 10 ? UInt8(ascii: "0") + low : UInt8(ascii: "a") + low - 10])
+        default: bytes.append(byte)   // " \ /
+        }
+    }
+
+    // Optional values: `orNull` writes null as JSONEncoder's `encode(_:forKey:)` does; `ifPresent` leaves the key
+    // out as the synthesized `encodeIfPresent` does.
+    mutating func string(_ name: StaticString, _ value: String) { key(name); string(value) }
+    mutating func string(_ name: StaticString, ifPresent value: String?) { if let value { string(name, value) } }
+    mutating func string(_ name: StaticString, orNull value: String?) {
+        key(name)
+        if let value { string(value) } else { null() }
+    }
+    mutating func integer(_ name: StaticString, _ value: Int) { key(name); integer(value) }
+    mutating func integer(_ name: StaticString, ifPresent value: Int?) { if let value { integer(name, value) } }
+    mutating func integer(_ name: StaticString, orNull value: Int?) {
+        key(name)
+        if let value { integer(value) } else { null() }
+    }
+    mutating func unsigned(_ name: StaticString, _ value: UInt64) { key(name); unsigned(value) }
+    mutating func unsigned(_ name: StaticString, ifPresent value: UInt64?) { if let value { unsigned(name, value) } }
+    mutating func bool(_ name: StaticString, _ value: Bool) { key(name); bool(value) }
+    mutating func bool(_ name: StaticString, ifPresent value: Bool?) { if let value { bool(name, value) } }
+    mutating func double(_ name: StaticString, ifPresent value: Double?) { if let value { key(name); double(value) } }
+}
