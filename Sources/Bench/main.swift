@@ -4,6 +4,7 @@ import Glibc
 //   parkwise-bench core [changes] [generate-only]   core throughput
 //   parkwise-bench uplink <broker-port> <dir>        outbox append cost, drain of 200, sustained QoS 1
 //   parkwise-bench sustained <broker-port> <dir>     highest rate without drops, broker acking in 5-20 ms
+//   parkwise-bench wire [encodes]                    ns per payload encode: hand-written vs JSONEncoder
 let arguments = Array(CommandLine.arguments.dropFirst())
 switch arguments.first {
 case "uplink":
@@ -18,6 +19,8 @@ case "sustained":
         exit(64)
     }
     await sustainedBench(port: port, directory: arguments[2])
+case "wire":
+    wireBench(count: arguments.dropFirst().first.flatMap { Int($0) } ?? 200_000)
 default:
     let rest = arguments.first == "core" ? Array(arguments.dropFirst()) : arguments
     coreBench(count: rest.first.flatMap { Int($0) } ?? 2_000_000, generateOnly: rest.dropFirst().first == "generate-only")

@@ -197,11 +197,7 @@ public struct LevelStatePayload: Codable, Sendable, Hashable {
 /// The JSON form used on the wire: sorted keys, no escaped slashes.
 public enum WireJSON {
     /// The payloads sent on every edge, without JSONEncoder: the same bytes (see `WireWriter`).
-    public static func encode(_ value: EventPayload) -> [UInt8] { written(value) }
-    public static func encode(_ value: SpotStatePayload) -> [UInt8] { written(value) }
-    public static func encode(_ value: LevelStatePayload) -> [UInt8] { written(value) }
-
-    static func written(_ value: some WireWritable) -> [UInt8] {
+    public static func encode(_ value: some WireWritable) -> [UInt8] {
         var writer = WireWriter(capacity: 256)
         value.write(to: &writer)
         return writer.failed ? Array("{}".utf8) : writer.bytes
@@ -212,9 +208,9 @@ public enum WireJSON {
     }
 
     /// Through JSONEncoder, whatever the type: the reference the hand-written payloads are checked against.
-    public static func encodeWithFoundation(_ value: some Encodable) -> [UInt8] {
+    public static func encodeWithFoundation(_ value: some Encodable, escapingSlashes: Bool = false) -> [UInt8] {
         let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        encoder.outputFormatting = escapingSlashes ? [.sortedKeys] : [.sortedKeys, .withoutEscapingSlashes]
         // Our payload types encode only strings, numbers and booleans: encoding cannot fail.
         return Array((try? encoder.encode(value)) ?? Data("{}".utf8))
     }

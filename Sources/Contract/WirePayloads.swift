@@ -1,10 +1,10 @@
 /// A payload sent on every edge: written by hand, byte for byte as JSONEncoder writes it (keys in its sorted order).
-protocol WireWritable: Encodable {
+public protocol WireWritable: Encodable {
     func write(to writer: inout WireWriter)
 }
 
 extension EventPayload: WireWritable {
-    func write(to w: inout WireWriter) {
+    public func write(to w: inout WireWriter) {
         w.open()
         w.string("arrival", ifPresent: arrival)
         w.string("at", at)
@@ -34,7 +34,7 @@ extension EventPayload: WireWritable {
 }
 
 extension SpotStatePayload: WireWritable {
-    func write(to w: inout WireWriter) {
+    public func write(to w: inout WireWriter) {
         w.open()
         w.bool("checked_in", checkedIn)
         w.unsigned("seq", ifPresent: seq)
@@ -45,7 +45,7 @@ extension SpotStatePayload: WireWritable {
 }
 
 extension LevelStatePayload: WireWritable {
-    func write(to w: inout WireWriter) {
+    public func write(to w: inout WireWriter) {
         w.open()
         w.integer("capacity", capacity)
         w.integer("free", orNull: free)

@@ -1,31 +1,31 @@
 /// Writes JSON into a byte buffer exactly as `JSONEncoder` with `.sortedKeys` writes it, for the payloads sent on
 /// every edge (a new `JSONEncoder` and its boxes per payload cost more than the rest of the edge). The caller writes
 /// the keys in JSONEncoder's sorted order (plain byte order); `WireWriterTests` checks every byte against JSONEncoder.
-struct WireWriter {
-    private(set) var bytes: [UInt8] = []
+public struct WireWriter {
+    public private(set) var bytes: [UInt8] = []
     /// JSONEncoder without `.withoutEscapingSlashes` writes `/` as `\/`.
-    let escapeSlashes: Bool
+    public let escapeSlashes: Bool
     /// A value JSON cannot hold (NaN, infinity) was written: JSONEncoder would have thrown.
-    private(set) var failed = false
+    public private(set) var failed = false
     private var first = true
 
-    init(capacity: Int, escapeSlashes: Bool = false) {
+    public init(capacity: Int, escapeSlashes: Bool = false) {
         self.escapeSlashes = escapeSlashes
         bytes.reserveCapacity(capacity)
     }
 
-    mutating func open() {
+    public mutating func open() {
         bytes.append(UInt8(ascii: "{"))
         first = true
     }
 
-    mutating func close() {
+    public mutating func close() {
         bytes.append(UInt8(ascii: "}"))
         first = false
     }
 
     /// `"name":`, after a comma unless it is the object's first key. Keys are plain ASCII: never escaped.
-    mutating func key(_ name: StaticString) {
+    public mutating func key(_ name: StaticString) {
         if !first { bytes.append(UInt8(ascii: ",")) }
         first = false
         bytes.append(UInt8(ascii: "\""))
@@ -34,9 +34,9 @@ struct WireWriter {
         bytes.append(UInt8(ascii: ":"))
     }
 
-    mutating func null() { bytes.append(contentsOf: [UInt8(ascii: "n"), UInt8(ascii: "u"), UInt8(ascii: "l"), UInt8(ascii: "l")]) }
+    public mutating func null() { bytes.append(contentsOf: [UInt8(ascii: "n"), UInt8(ascii: "u"), UInt8(ascii: "l"), UInt8(ascii: "l")]) }
 
-    mutating func bool(_ value: Bool) {
+    public mutating func bool(_ value: Bool) {
         if value {
             bytes.append(contentsOf: [UInt8(ascii: "t"), UInt8(ascii: "r"), UInt8(ascii: "u"), UInt8(ascii: "e")])
         } else {
@@ -44,12 +44,12 @@ struct WireWriter {
         }
     }
 
-    mutating func integer(_ value: Int) {
+    public mutating func integer(_ value: Int) {
         if value < 0 { bytes.append(UInt8(ascii: "-")) }
         unsigned(UInt64(value.magnitude))
     }
 
-    mutating func unsigned(_ value: UInt64) {
+    public mutating func unsigned(_ value: UInt64) {
         var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)   // 20 digits at most, written backwards on the stack
         withUnsafeMutableBytes(of: &digits) { buffer in
             var n = value, at = buffer.count
@@ -63,7 +63,7 @@ struct WireWriter {
     }
 
     /// As JSONEncoder: the shortest form that reads back the same (`description`), without a trailing `.0`.
-    mutating func double(_ value: Double) {
+    public mutating func double(_ value: Double) {
         guard value.isFinite else {
             failed = true
             return
@@ -73,7 +73,7 @@ struct WireWriter {
         bytes.append(contentsOf: text.utf8)
     }
 
-    mutating func string(_ value: String) {
+    public mutating func string(_ value: String) {
         var value = value
         value.withUTF8 { utf8 in
             bytes.append(UInt8(ascii: "\""))
@@ -107,21 +107,21 @@ struct WireWriter {
 
     // Optional values: `orNull` writes null as JSONEncoder's `encode(_:forKey:)` does; `ifPresent` leaves the key
     // out as the synthesized `encodeIfPresent` does.
-    mutating func string(_ name: StaticString, _ value: String) { key(name); string(value) }
-    mutating func string(_ name: StaticString, ifPresent value: String?) { if let value { string(name, value) } }
-    mutating func string(_ name: StaticString, orNull value: String?) {
+    public mutating func string(_ name: StaticString, _ value: String) { key(name); string(value) }
+    public mutating func string(_ name: StaticString, ifPresent value: String?) { if let value { string(name, value) } }
+    public mutating func string(_ name: StaticString, orNull value: String?) {
         key(name)
         if let value { string(value) } else { null() }
     }
-    mutating func integer(_ name: StaticString, _ value: Int) { key(name); integer(value) }
-    mutating func integer(_ name: StaticString, ifPresent value: Int?) { if let value { integer(name, value) } }
-    mutating func integer(_ name: StaticString, orNull value: Int?) {
+    public mutating func integer(_ name: StaticString, _ value: Int) { key(name); integer(value) }
+    public mutating func integer(_ name: StaticString, ifPresent value: Int?) { if let value { integer(name, value) } }
+    public mutating func integer(_ name: StaticString, orNull value: Int?) {
         key(name)
         if let value { integer(value) } else { null() }
     }
-    mutating func unsigned(_ name: StaticString, _ value: UInt64) { key(name); unsigned(value) }
-    mutating func unsigned(_ name: StaticString, ifPresent value: UInt64?) { if let value { unsigned(name, value) } }
-    mutating func bool(_ name: StaticString, _ value: Bool) { key(name); bool(value) }
-    mutating func bool(_ name: StaticString, ifPresent value: Bool?) { if let value { bool(name, value) } }
-    mutating func double(_ name: StaticString, ifPresent value: Double?) { if let value { key(name); double(value) } }
+    public mutating func unsigned(_ name: StaticString, _ value: UInt64) { key(name); unsigned(value) }
+    public mutating func unsigned(_ name: StaticString, ifPresent value: UInt64?) { if let value { unsigned(name, value) } }
+    public mutating func bool(_ name: StaticString, _ value: Bool) { key(name); bool(value) }
+    public mutating func bool(_ name: StaticString, ifPresent value: Bool?) { if let value { bool(name, value) } }
+    public mutating func double(_ name: StaticString, ifPresent value: Double?) { if let value { key(name); double(value) } }
 }

@@ -116,9 +116,7 @@ final class OutboxLog {
     }
 
     static func frame(_ record: Record) -> [UInt8] {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = .sortedKeys
-        let json = Array((try? encoder.encode(record)) ?? Data())
+        let json = record.json
         return le32(UInt32(json.count)) + le32(CRC32.checksum(json)) + json
     }
 

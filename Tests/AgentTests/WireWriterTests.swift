@@ -1,33 +1,17 @@
+import FoundationEssentials
 import ParkWiseContract
 import Simulation
 import Testing
+@testable import Uplink
 
-/// The hand-written payloads (`WireJSON.encode` for event, spot state and level state) against JSONEncoder, byte for
-/// byte, over seeded random payloads: every optional present and absent, hostile strings, awkward numbers.
+/// The hand-written payloads (`WireJSON.encode` for event, spot state and level state; the outbox's records) against
+/// JSONEncoder, byte for byte, over seeded random payloads: every optional present and absent, hostile strings, awkward
+/// numbers.
 @Suite struct WireWriterTests {
     @Test func eventPayloadsMatchJSONEncoderByteForByte() {
         var random = PayloadDice(seed: 0x5EED_0001)
         for round in 0..<4000 {
-            var e = EventPayload(id: random.text(), seq: random.unsigned(), boot: random.unsigned(), type: random.text(),
-                                 at: random.text(), clock: random.text())
-            let all = round % 4 == 0   // every fourth payload carries every optional field
-            e.replayed = random.maybe(all) { $0.bool() }
-            e.spot = random.maybe(all) { $0.text() }
-            e.level = random.maybe(all) { $0.text() }
-            e.lane = random.maybe(all) { $0.text() }
-            e.from = random.maybe(all) { $0.text() }
-            e.to = random.maybe(all) { $0.text() }
-            e.arrival = random.maybe(all) { $0.text() }
-            e.departure = random.maybe(all) { $0.text() }
-            e.staySeconds = random.maybe(all) { $0.double() }
-            e.subject = random.maybe(all) { $0.text() }
-            e.input = random.maybe(all) { $0.text() }
-            e.reason = random.maybe(all) { $0.text() }
-            e.counted = random.maybe(all) { $0.integer() }
-            e.clampedTo = random.maybe(all) { $0.integer() }
-            e.dropped = random.maybe(all) { $0.integer() }
-            e.firstSeq = random.maybe(all) { $0.unsigned() }
-            e.lastSeq = random.maybe(all) { $0.unsigned() }
+            let e = random.event(all: round % 4 == 0)   // every fourth payload carries every optional field
             expectSameBytes(e, round: round)
         }
     }
@@ -96,6 +80,29 @@ import Testing
         }
     }
 
+    /// The outbox file's records, slashes escaped as JSONEncoder without `.withoutEscapingSlashes` writes them.
+    @Test func outboxRecordsMatchJSONEncoderByteForByte() {
+        var random = PayloadDice(seed: 0x5EED_0005)
+        for round in 0..<3000 {
+            let entry = OutboxEntry(event: random.event(all: round % 4 == 0), atMonotonic: Int64(truncatingIfNeeded: random.integer()),
+                                    arrivalMonotonic: random.maybe(false) { Int64(truncatingIfNeeded: $0.integer()) },
+                                    kernelBoot: random.text())
+            compare(WireJSON.encode(entry), WireJSON.encodeWithFoundation(entry), round: round)
+            for record in [OutboxLog.Record(add: entry), OutboxLog.Record(del: random.unsigned()), OutboxLog.Record(floor: random.unsigned()),
+                           OutboxLog.Record(add: entry, del: random.unsigned(), floor: random.unsigned())] {
+                let reference = (try? Self.escapingSlashes.encode(record)).map { Array($0) } ?? []
+                compare(record.json, reference, round: round)
+            }
+        }
+    }
+
+    /// As OutboxLog wrote its records before: JSONEncoder, sorted keys, slashes escaped, nothing where it threw.
+    private static var escapingSlashes: JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        return encoder
+    }
+
     private func expectSameBytes(_ value: EventPayload, round: Int) {
         compare(WireJSON.encode(value), WireJSON.encodeWithFoundation(value), round: round)
     }
@@ -123,6 +130,28 @@ struct PayloadDice {
     /// Present always when `all`, else half the time.
     mutating func maybe<T>(_ all: Bool, _ make: (inout PayloadDice) -> T) -> T? {
         all || bool() ? make(&self) : nil
+    }
+
+    mutating func event(all: Bool) -> EventPayload {
+        var e = EventPayload(id: text(), seq: unsigned(), boot: unsigned(), type: text(), at: text(), clock: text())
+        e.replayed = maybe(all) { $0.bool() }
+        e.spot = maybe(all) { $0.text() }
+        e.level = maybe(all) { $0.text() }
+        e.lane = maybe(all) { $0.text() }
+        e.from = maybe(all) { $0.text() }
+        e.to = maybe(all) { $0.text() }
+        e.arrival = maybe(all) { $0.text() }
+        e.departure = maybe(all) { $0.text() }
+        e.staySeconds = maybe(all) { $0.double() }
+        e.subject = maybe(all) { $0.text() }
+        e.input = maybe(all) { $0.text() }
+        e.reason = maybe(all) { $0.text() }
+        e.counted = maybe(all) { $0.integer() }
+        e.clampedTo = maybe(all) { $0.integer() }
+        e.dropped = maybe(all) { $0.integer() }
+        e.firstSeq = maybe(all) { $0.unsigned() }
+        e.lastSeq = maybe(all) { $0.unsigned() }
+        return e
     }
 
     static let hostilePieces: [String] = [

@@ -1,0 +1,36 @@
+import ParkWiseContract
+
+// Outbox records are written on every edge (an event's `add`, its `del` once acknowledged): by hand, byte for byte
+// as JSONEncoder with `.sortedKeys` (slashes escaped) writes them. ContractTests check every byte against it.
+
+extension OutboxEntry: WireWritable {
+    public func write(to w: inout WireWriter) {
+        w.open()
+        w.integer("arrival_mono", ifPresent: arrivalMonotonic.map { Int($0) })
+        w.integer("at_mono", Int(atMonotonic))
+        w.key("event")
+        event.write(to: &w)
+        w.string("kernel_boot", kernelBoot)
+        w.close()
+    }
+}
+
+extension OutboxLog.Record: WireWritable {
+    func write(to w: inout WireWriter) {
+        w.open()
+        if let add {
+            w.key("add")
+            add.write(to: &w)
+        }
+        w.unsigned("del", ifPresent: del)
+        w.unsigned("floor", ifPresent: floor)
+        w.close()
+    }
+
+    /// The record's JSON in the outbox file; empty where JSONEncoder would have thrown (a NaN), as it always was.
+    var json: [UInt8] {
+        var writer = WireWriter(capacity: 384, escapeSlashes: true)
+        write(to: &writer)
+        return writer.failed ? [] : writer.bytes
+    }
+}
