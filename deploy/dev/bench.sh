@@ -25,6 +25,9 @@ if command -v valgrind >/dev/null 2>&1; then
     echo "allocs: $n changes: $with with the core, $without generating only: $(( (with - without) * 100 / n ))/100 per change"
 fi
 
+echo "== payload encode on the edge path (hand-written vs JSONEncoder, same bytes)"
+"$bin/parkwise-bench" wire 200000
+
 echo "== release binary"
 strip -o "$work/parkwise-agent.stripped" "$bin/parkwise-agent"
 echo "parkwise-agent: $(stat -c %s "$bin/parkwise-agent") bytes, stripped $(stat -c %s "$work/parkwise-agent.stripped") bytes"
