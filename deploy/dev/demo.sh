@@ -16,17 +16,9 @@ backend=${DEMO_BACKEND:-}
 if [ -n "$backend" ]; then
     swift build --product parkwise-bridge > "$work/build.log" 2>&1 || { cat "$work/build.log" >&2; exit 1; }
 fi
-port=""
-for _ in $(seq 1 50); do
-    candidate=$((20000 + RANDOM % 40000))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$candidate") 2>/dev/null; then port=$candidate; break; fi
-done
-[ -n "$port" ] || { echo "demo: no free port found" >&2; exit 1; }
-
-printf 'listener %s 127.0.0.1\nallow_anonymous true\n' "$port" > "$work/mosquitto.conf"
-[ "$(id -u)" -eq 0 ] && echo "user root" >> "$work/mosquitto.conf"
-/usr/sbin/mosquitto -c "$work/mosquitto.conf" > "$work/mosquitto.log" 2>&1 &
-broker=$!
+. deploy/dev/private-broker.sh
+start_private_broker "$work" || exit 1
+broker=$broker_pid
 monitor=""
 agent_pid=""
 bridge_pid=""

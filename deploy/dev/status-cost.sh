@@ -17,17 +17,9 @@ idle=${STATUS_IDLE_SECONDS:-60}
 pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"' EXIT
 
-port=""
-for _ in $(seq 1 50); do
-    candidate=$((20000 + RANDOM % 40000))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$candidate") 2>/dev/null; then port=$candidate; break; fi
-done
-[ -n "$port" ] || { echo "status-cost: no free port found" >&2; exit 1; }
-printf 'listener %s 127.0.0.1\nallow_anonymous true\n' "$port" > "$work/mosquitto.conf"
-[ "$(id -u)" -eq 0 ] && echo "user root" >> "$work/mosquitto.conf"
-/usr/sbin/mosquitto -c "$work/mosquitto.conf" > "$work/mosquitto.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 1 50); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+. deploy/dev/private-broker.sh
+start_private_broker "$work" || exit 1
+pids+=("$broker_pid")
 
 # An idle campus: a replay of an empty trace (no line changes), connected to the broker.
 printf '{"parkwise_trace": 1}\n' > "$work/empty.jsonl"
