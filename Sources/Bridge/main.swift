@@ -1,5 +1,6 @@
 import Glibc
 import ParkWiseCLI
 
+StopSignals.takeOver()   // before any thread starts
 CommandSpec.program = "parkwise-bridge"
 exit(BridgeCommands.main(Array(CommandLine.arguments.dropFirst())))

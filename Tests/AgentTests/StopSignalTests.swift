@@ -10,7 +10,11 @@ import TestSupport
     private func agentWithFrozenBroker(_ dir: URL, _ broker: Broker) throws -> Child {
         let agent = try Child(agentBinary, ["run", "--config", try writeGarage(dir), "--replay", try writeTrace(dir, ""),
                                             "--broker", broker.url, "--outbox", dir.path + "/outbox"])
-        #expect(eventually(10) { agent.stderr.contains("uplink connected") }, "\(agent.stderr)")
+        // Its online status on the broker: the event loop has taken the connection (not only the MQTT thread), so
+        // a stop from now on has something to wait for.
+        #expect(eventually(10) {
+            (try? retainedMessages(broker, "parkwise/v1/testsite/p2-east/status"))?.first?.json["state"] as? String == "online"
+        }, "\(agent.stderr)")
         broker.pause()
         return agent
     }

@@ -21,7 +21,6 @@ enum DiagnoseCommand {
         ] + SourceChoice.options)
 
     static func run(_ args: ParsedArguments) -> Int32 {
-        StopSignals.block()
         let config: AgentConfig
         do { config = try ConfigFile.load(path: args.option("config")!) } catch {
             printError(error.description)
@@ -56,7 +55,7 @@ enum DiagnoseCommand {
         let inbox = Inbox()
         let queue = LineQueue(bound: 100_000) { inbox.post(.lines) }
         let stopSource = source.start(clock: clock, into: queue, inbox: inbox)
-        StopSignals.start { inbox.post(.stop) }
+        StopSignals.handle(onStop: { inbox.post(.stop) })
         var events: [GarageEvent] = []
         func show() {
             for event in events { say("\(seconds(event.at - start))  event \(event.type) \(describe(event.kind))") }

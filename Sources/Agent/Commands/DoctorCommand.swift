@@ -4,6 +4,7 @@ import Glibc
 import ParkWiseCLI
 import ParkWiseContract
 import ParkWiseCore
+import ParkWiseLog
 import Uplink
 
 /// One command, every check a technician needs before (and while) the agent runs, each with its fix.

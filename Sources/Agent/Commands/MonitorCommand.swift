@@ -42,7 +42,8 @@ enum MonitorCommand {
             will: nil, subscriptions: [Topics.siteFilter(args.option("site"))])
         settings.unreachableMessage = "broker unreachable, retrying"
         let link = MQTTLink(settings: settings) { continuation.yield(.uplink($0)) }
-        let signals = SignalHandlers(onStop: { continuation.yield(.stop) })
+        StopSignals.handle(onStop: { continuation.yield(.stop) })
+        defer { StopSignals.release() }
         // Silence is only noticed by looking: a check a few times per stale period.
         let checks = Task { [every = min(stale / 4, .seconds(30))] in
             while !Task.isCancelled {
@@ -70,7 +71,6 @@ enum MonitorCommand {
             }
         }
         checks.cancel()
-        signals.cancel()
         link.stop()
         return ExitCode.success
     }

@@ -27,8 +27,6 @@ enum RunCommand {
 
     /// Runs on the calling (main) thread without Swift concurrency: see `AgentRuntime` and `StopSignals`.
     static func run(_ args: ParsedArguments) -> Int32 {
-        // Before any thread starts, so that every thread inherits the mask and only StopSignals' thread takes them.
-        StopSignals.block()
         let path = args.option("config")!
         if args.flag("verbose") || ProcessInfo.processInfo.environment["PARKWISE_LOG"] == "debug" { Log.threshold = .debug }
         var config: AgentConfig
@@ -81,7 +79,7 @@ enum RunCommand {
             printError("error: \(error)")
             return ExitCode.config
         }
-        StopSignals.start { runtime.requestStop() }
+        StopSignals.handle(onStop: { runtime.requestStop() })
         let statusPath = StatusSocket.path(runtimeDirectory: ProcessInfo.processInfo.environment["RUNTIME_DIRECTORY"],
                                            outboxPath: config.outbox.path)
         let statusServer = StatusServer.start(path: statusPath) { runtime.requestStatus($0) }

@@ -64,8 +64,8 @@ enum StatusCommand {
         let colour = terminal && environment["TERM"] != "dumb" && (environment["NO_COLOR"] ?? "").isEmpty
         let stop = Stop()
         let restore = { @Sendable in if terminal { write("\u{1B}[?25h\u{1B}[?1049l") } }
-        let signals = SignalHandlers(onStop: { stop.flag.store(true, ordering: .releasing) }, onForce: restore)
-        defer { signals.cancel() }
+        StopSignals.handle(onStop: { stop.flag.store(true, ordering: .releasing) }, onForce: restore)
+        defer { StopSignals.release() }
         if terminal { write("\u{1B}[?1049h\u{1B}[?25l") }   // alternate screen, cursor hidden
         defer { restore() }
         while !stop.flag.load(ordering: .acquiring) {

@@ -3,7 +3,9 @@ import FoundationEssentials
 import Glibc
 import ParkWiseCLI
 import ParkWiseCore
+import ParkWiseLog
 import Simulation
+import Synchronization
 import Uplink
 
 /// Commissioning: walks the installer through every input in order and judges its wiring (see `WalkTest`).
@@ -98,12 +100,12 @@ enum WalkTestCommand {
             }
         }
         let stopSource = source.start(clock: clock, into: queue, inbox: inbox)
-        // Ignored until the handlers are in place, so no Ctrl-C can end the process with the terminal still raw.
-        signal(SIGINT, SIG_IGN)
-        signal(SIGTERM, SIG_IGN)
+        // The handler comes before the terminal goes raw, so no Ctrl-C can end the process with it still raw; a
+        // forced exit (a second Ctrl-C) gives the terminal its echo back too.
+        let reader = Mutex<KeyReader?>(nil)
+        StopSignals.handle(onStop: { inbox.post(.stop) }, onForce: { reader.withLock { $0?.restore() } })
         let keys = KeyReader { continuation.yield(.key($0)) }
-        // A forced exit (a second Ctrl-C) gives the terminal its echo back too.
-        let signals = SignalHandlers(onStop: { inbox.post(.stop) }, onForce: { keys.restore() })
+        reader.withLock { $0 = keys }
         let ticker = Task {
             while !Task.isCancelled {
                 try? await Task.sleep(for: .milliseconds(20))
@@ -115,7 +117,7 @@ enum WalkTestCommand {
             ticker.cancel()
             stopSource()
             inbox.post(.stop)   // ends the forwarding thread
-            signals.cancel()
+            StopSignals.release()
         }
 
         let keyHelp = keys.isTerminal ? "(s skip, r retry, q quit)" : "(skip, retry or quit, then Enter)"

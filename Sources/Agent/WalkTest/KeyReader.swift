@@ -1,5 +1,5 @@
 import Glibc
-import Uplink
+import ParkWiseLog
 
 /// What the installer can ask for during a walk-test.
 enum WalkKey: Sendable {

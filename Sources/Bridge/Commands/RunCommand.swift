@@ -74,9 +74,9 @@ enum RunCommand {
         let runtime = BridgeRuntime(settings: .init(databaseURL: databaseURL, link: link, config: config,
                                                     startTimeout: timeout))
         Log.info("bridge starting", ["database": url, "broker": broker, "accept_simulated": config.acceptSimulated])
-        let signals = SignalHandlers(onStop: { runtime.requestStop() })
+        StopSignals.handle(onStop: { runtime.requestStop() })
         let code = runtime.run(db: db, knownFeeds: known)
-        signals.cancel()
+        StopSignals.release()
         return code
     }
 }

@@ -1,5 +1,6 @@
 import CMosquitto
 import Glibc
+import ParkWiseLog
 import Synchronization
 
 /// The MQTT part of a broker probe: one connection (MQTT 5 unless told otherwise) on a thread of its own, every

@@ -1,4 +1,5 @@
 import Glibc
+import ParkWiseLog
 
 /// A resolved address of a broker.
 struct Address: Sendable {

@@ -1,4 +1,5 @@
 import Glibc
+import ParkWiseLog
 
 /// The broker's own certificate, to show its expiry date: a TLS 1.2 ClientHello is sent and the Certificate
 /// message the server answers with (in clear in TLS 1.2) is read; then the connection is dropped. No handshake

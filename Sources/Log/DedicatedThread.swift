@@ -30,7 +30,7 @@ public final class DedicatedThread: Sendable {
     /// Waits for the thread to finish, for `seconds` at most; true if it did. A thread still busy
     /// after that (stuck in a blocking call: a name lookup with the network gone) is left to end
     /// with the process. Call once.
-    func join(within seconds: Double) -> Bool {
+    public func join(within seconds: Double) -> Bool {
         let until = monotonicSeconds() + seconds
         while !finished.flag.load(ordering: .acquiring) {
             guard monotonicSeconds() < until else {
