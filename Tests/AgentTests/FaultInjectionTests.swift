@@ -234,7 +234,7 @@ func acceptedEvents(_ path: String) -> [Int: String] {
         let log = outbox + "/outbox.log"
         var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: log)))
         #expect(pendingOnDisk(log).pending == [1, 2, 3, 4, 5, 6])
-        bytes[bytes.count / 2] ^= 0x5A
+        bytes[recordsEnd(bytes) / 2] ^= 0x5A
         try Data(bytes).write(to: URL(fileURLWithPath: log))
 
         let broker = try Broker()

@@ -20,12 +20,17 @@ func outboxRecords(_ path: String) -> [[String: Any]] {
     var records: [[String: Any]] = []
     while offset + 8 <= bytes.count {
         let length = Int(bytes[offset]) | Int(bytes[offset + 1]) << 8 | Int(bytes[offset + 2]) << 16 | Int(bytes[offset + 3]) << 24
-        guard offset + 8 + length <= bytes.count else { break }
+        guard length > 0, offset + 8 + length <= bytes.count else { break }   // zero: the reserve after the records
         let json = Data(bytes[(offset + 8)..<(offset + 8 + length)])
         records.append((try? JSONSerialization.jsonObject(with: json)) as? [String: Any] ?? [:])
         offset += 8 + length
     }
     return records
+}
+
+/// Where an outbox file's records end: the zeroed reserve after them is no record (every record ends in a `}`).
+func recordsEnd(_ bytes: [UInt8]) -> Int {
+    (bytes.lastIndex { $0 != 0 } ?? -1) + 1
 }
 
 /// The added event of a record, if it is an `add`.
@@ -60,23 +65,55 @@ func pendingOnDisk(_ path: String) -> (pending: [UInt64], records: Int) {
         #expect(pendingOnDisk(dir + "/outbox.log").pending == [1, 3, 4, 5])
     }
 
+    /// Records are written over a zeroed reserve the file already has, so the file keeps its size while events
+    /// come and go (its sync then flushes data only, no filesystem journal); a reserve used up is renewed, and
+    /// everything reads back the same across many renewals and compactions.
+    @Test func recordsGoIntoAReserveAndTheFileKeepsItsSize() throws {
+        let dir = temporaryDirectory().path
+        let log = dir + "/outbox.log"
+        func size() -> Int { ((try? FileManager.default.attributesOfItem(atPath: log))?[.size] as? Int) ?? -1 }
+        var (outbox, _) = try DurableOutbox.open(directory: dir, capacity: 200)
+        #expect(outbox.append(entry(1)).failure == nil)
+        let first = size()
+        #expect(first >= 65_536, "a reserve follows the first record: \(first) bytes")
+        for seq in 2...20 { #expect(outbox.append(entry(UInt64(seq))).failure == nil) }
+        #expect(outbox.remove(seq: 1) == nil)
+        #expect(size() == first, "records went into the reserve")
+        // Past several reserves and compactions, with some events left pending.
+        for seq in 21...2000 {
+            #expect(outbox.append(entry(UInt64(seq))).failure == nil)
+            if seq % 7 != 0 { #expect(outbox.remove(seq: UInt64(seq)) == nil) }
+        }
+        let expected = outbox.pending.map(\.event.seq)
+        #expect(expected.count > 100, "some events stay pending: \(expected.count)")
+        #expect(pendingOnDisk(log).pending == expected)
+        let (reopened, problems) = try DurableOutbox.open(directory: dir, capacity: 200)
+        #expect(problems.isEmpty, "\(problems)")
+        #expect(reopened.pending.map(\.event.seq) == expected)
+        #expect(OutboxPeek.read(directory: dir)?.damaged == false)
+    }
+
     @Test func aTornLastRecordIsDroppedAndEverythingBeforeKept() throws {
         let dir = temporaryDirectory().path
         do {
             var (outbox, _) = try DurableOutbox.open(directory: dir, capacity: 200)
             for seq in 1...3 { _ = outbox.append(entry(UInt64(seq))) }
         }
-        // Power lost half-way through writing the fourth record.
+        // Power lost half-way through writing the fourth record (over the reserve after the third).
         let log = dir + "/outbox.log"
-        let whole = try Data(contentsOf: URL(fileURLWithPath: log))
-        var extra = Data([200, 0, 0, 0, 1, 2, 3, 4])
-        extra.append(Data("{\"add\":{\"ev".utf8))
-        try (whole + extra).write(to: URL(fileURLWithPath: log))
+        let file = [UInt8](try Data(contentsOf: URL(fileURLWithPath: log)))
+        let records = Array(file[..<recordsEnd(file)])
+        #expect(file.count > records.count, "a zeroed reserve follows the records")
+        let extra = [200, 0, 0, 0, 1, 2, 3, 4] + Array("{\"add\":{\"ev".utf8)
+        var torn = file
+        torn.replaceSubrange(records.count..<records.count + extra.count, with: extra)
+        try Data(torn).write(to: URL(fileURLWithPath: log))
         let (outbox, problems) = try DurableOutbox.open(directory: dir, capacity: 200)
         #expect(outbox.pending.map(\.event.seq) == [1, 2, 3])
         #expect(problems.count == 1)
         #expect(problems.first?.contains("torn record") == true)
-        #expect(try Data(contentsOf: URL(fileURLWithPath: log)) == whole, "the torn bytes are cut off, nothing else")
+        #expect(problems.first?.contains("\(extra.count) bytes dropped") == true, "\(problems)")
+        #expect([UInt8](try Data(contentsOf: URL(fileURLWithPath: log))) == records, "the torn bytes are cut off, nothing else")
     }
 
     /// One flipped bit loses one record, not the rest of the file: reading resumes at the next
@@ -89,7 +126,7 @@ func pendingOnDisk(_ path: String) -> (pending: [UInt64], records: Int) {
         }
         let log = dir + "/outbox.log"
         var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: log)))
-        let recordSize = bytes.count / 4
+        let recordSize = recordsEnd(bytes) / 4
         bytes[2 * recordSize + 20] ^= 0xFF          // bit rot in the third record
         try Data(bytes).write(to: URL(fileURLWithPath: log))
         let (outbox, problems) = try DurableOutbox.open(directory: dir, capacity: 200)

@@ -35,6 +35,20 @@ public enum DurableFile {
         return nil
     }
 
+    /// `writeAll` at `offset`, leaving the file offset alone.
+    public static func writeAll(_ fd: Int32, _ bytes: [UInt8], at offset: off_t) -> Int32? {
+        var done = 0
+        while done < bytes.count {
+            let n = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress! + done, $0.count - done, offset + off_t(done)) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                return errno
+            }
+            done += n
+        }
+        return nil
+    }
+
     public static func describe(_ code: Int32) -> String { String(cString: strerror(code)) + " (errno \(code))" }
 
     /// Makes a rename or a new file in the directory durable.

@@ -4,7 +4,10 @@ import Glibc
 /// The outbox's file: an append-only log of records `[length u32 LE][crc32 u32 LE][JSON]`, each
 /// either an event added (`{"add": entry}`), one removed (`{"del": seq}`: acknowledged or dropped),
 /// or, first in a compacted file, the highest seq the outbox ever stored (`{"floor": seq}`).
-/// One owner of the file descriptor.
+/// After the last record the file holds a reserve of zeros, written and synced ahead of use: a record
+/// then overwrites blocks the file already has, and its sync is a data flush only (a file that grew
+/// would need a filesystem journal commit too: twice the flushes, and the wear, on an SD card).
+/// A zero length ends the records. One owner of the file descriptor.
 final class OutboxLog {
     struct Record: Codable {
         var add: OutboxEntry?
@@ -27,14 +30,22 @@ final class OutboxLog {
     private let fd: Int32
     /// The highest seq ever stored in this outbox: kept across compactions by the floor record.
     private(set) var highest: UInt64
-    /// Where the file ends (kept here, so an append needs no lseek): a failed write is cut back to it.
+    /// Where the records end: the next one is written here, and a failed write is cut back to it.
     private var size: off_t
+    /// Where the zeroed reserve after the records ends (the file's size).
+    private var reserved: off_t
 
-    private init(path: String, fd: Int32, highest: UInt64, size: off_t) {
+    /// Zeros written ahead of the records at a time: about a hundred events with their removals, which is
+    /// about as many as come between two compactions (each starts a new file with a new reserve).
+    static let reserveChunk = 65_536
+    private static let zeros = [UInt8](repeating: 0, count: reserveChunk)
+
+    private init(path: String, fd: Int32, highest: UInt64, size: off_t, reserved: off_t) {
         self.path = path
         self.fd = fd
         self.highest = highest
         self.size = size
+        self.reserved = max(size, reserved)
     }
 
     deinit { close(fd) }
@@ -61,16 +72,19 @@ final class OutboxLog {
                 throw UplinkError(.outbox, "outbox file \(path) is damaged and cannot be moved aside: \(DurableFile.errnoText())")
             }
         }
-        if parsed.goodEnd < bytes.count {
+        var reserved = off_t(bytes.count)
+        if !parsed.damaged && parsed.goodEnd < parsed.contentEnd {
             problems.append("outbox file ended in a torn record (power lost while writing): "
-                            + "\(bytes.count - parsed.goodEnd) bytes dropped, \(entries.count) events kept")
+                            + "\(parsed.contentEnd - parsed.goodEnd) bytes dropped, \(entries.count) events kept")
+            // The reserve goes too: it is written again, zeroed, before the next record needs it.
             if truncate(path, off_t(parsed.goodEnd)) != 0 {
                 throw UplinkError(.outbox, "cannot repair outbox file \(path): \(DurableFile.errnoText())")
             }
+            reserved = off_t(parsed.goodEnd)
         }
-        let fd = Glibc.open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o640)
+        let fd = Glibc.open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o640)
         guard fd >= 0 else { throw UplinkError(.outbox, "cannot open outbox file \(path): \(DurableFile.errnoText())") }
-        let log = OutboxLog(path: path, fd: fd, highest: parsed.highest, size: lseek(fd, 0, SEEK_END))
+        let log = OutboxLog(path: path, fd: fd, highest: parsed.highest, size: off_t(parsed.goodEnd), reserved: reserved)
         if parsed.damaged {
             // Start the new file with what was recovered from the damaged one.
             try log.rewrite(entries)
@@ -85,12 +99,24 @@ final class OutboxLog {
         var bytes: [UInt8] = []
         for record in records { bytes += OutboxLog.frame(record) }
         let stored = records.compactMap { $0.add?.event.seq }.max() ?? 0
-        if let code = DurableFile.writeAll(fd, bytes) {
-            // Take back a partial record, so the file ends on a whole one.
-            if size >= 0 { _ = ftruncate(fd, size) }
+        // The reserve runs out about once between two compactions: a new one, synced with these records.
+        let end = size + off_t(bytes.count)
+        var grows = end > reserved
+        var failure = grows ? DurableFile.writeAll(fd, bytes + OutboxLog.zeros, at: size) : DurableFile.writeAll(fd, bytes, at: size)
+        if failure != nil && grows {
+            // No room for a new reserve (a nearly full disk): the records alone, then.
+            _ = ftruncate(fd, size)
+            grows = false
+            failure = DurableFile.writeAll(fd, bytes, at: size)
+        }
+        if let code = failure {
+            // Take back a partial record, so the file ends on a whole one (and with it the reserve).
+            _ = ftruncate(fd, size)
+            reserved = size
             throw UplinkError(.outbox, "cannot write outbox file \(path): \(DurableFile.describe(code))", code: code)
         }
-        size += off_t(bytes.count)
+        reserved = grows ? end + off_t(OutboxLog.reserveChunk) : max(reserved, end)
+        size = end
         if sync && fdatasync(fd) != 0 {
             throw UplinkError(.outbox, "cannot sync outbox file \(path): \(DurableFile.errnoText())", code: errno)
         }
@@ -103,15 +129,21 @@ final class OutboxLog {
         let top = max(highest, entries.map(\.event.seq).max() ?? 0)
         var bytes = OutboxLog.frame(Record(floor: top))
         for entry in entries { bytes += OutboxLog.frame(Record(add: entry)) }
-        if let problem = DurableFile.replace(path: path, with: bytes) {
-            throw UplinkError(.outbox, "cannot rewrite outbox file: \(problem)", code: errno)
+        // With a fresh reserve; without one if the disk has no room for it.
+        var withReserve = true
+        if DurableFile.replace(path: path, with: bytes + OutboxLog.zeros) != nil {
+            withReserve = false
+            if let problem = DurableFile.replace(path: path, with: bytes) {
+                throw UplinkError(.outbox, "cannot rewrite outbox file: \(problem)", code: errno)
+            }
         }
         // The descriptor still points at the old file: move it to the new one.
-        let fresh = Glibc.open(path, O_WRONLY | O_APPEND | O_CLOEXEC)
+        let fresh = Glibc.open(path, O_WRONLY | O_CLOEXEC)
         guard fresh >= 0 else { throw UplinkError(.outbox, "cannot reopen outbox file \(path): \(DurableFile.errnoText())") }
         dup2(fresh, fd)
         close(fresh)
         size = off_t(bytes.count)
+        reserved = size + (withReserve ? off_t(OutboxLog.reserveChunk) : 0)
         highest = top
     }
 
@@ -120,11 +152,15 @@ final class OutboxLog {
         return le32(UInt32(json.count)) + le32(CRC32.checksum(json)) + json
     }
 
-    /// The events the records leave pending, how many records were read, the highest seq stored,
-    /// where the readable part ends (a torn tail after it), and the seqs damaged stretches may have
-    /// held: between the last event stored before a stretch and the first one after it.
-    static func parse(_ bytes: [UInt8])
-        -> (entries: [OutboxEntry], records: Int, highest: UInt64, goodEnd: Int, damaged: Bool, lost: [ClosedRange<UInt64>]) {
+    /// The events the records leave pending, how many records were read, the highest seq stored, where the
+    /// readable part ends (a torn tail after it, up to `contentEnd`, where the zeroed reserve begins), and the
+    /// seqs damaged stretches may have held: between the last event stored before a stretch and the first one after it.
+    static func parse(_ file: [UInt8])
+        -> (entries: [OutboxEntry], records: Int, highest: UInt64, goodEnd: Int, contentEnd: Int, damaged: Bool,
+            lost: [ClosedRange<UInt64>]) {
+        // The zeroed reserve is not content: every record ends in a `}`.
+        let contentEnd = (file.lastIndex { $0 != 0 } ?? -1) + 1
+        let bytes = contentEnd == file.count ? file : Array(file[..<contentEnd])
         var pending: [OutboxEntry] = []
         var offset = 0, records = 0
         var highest: UInt64 = 0
@@ -135,7 +171,7 @@ final class OutboxLog {
             guard let (record, end) = readRecord(bytes, at: offset) else {
                 // Damaged here, or the torn tail of the file: look for the next intact record.
                 guard let next = (offset + 1..<bytes.count).first(where: { readRecord(bytes, at: $0) != nil }) else {
-                    return (pending, records, highest, offset, damaged, lost)
+                    return (pending, records, highest, offset, contentEnd, damaged, lost)
                 }
                 damagedAfter = damagedAfter ?? highest
                 damaged = true
@@ -156,7 +192,7 @@ final class OutboxLog {
             offset = end
         }
         // (A stretch with only removals in it loses nothing: their events come back and are sent again, same ids.)
-        return (pending, records, highest, offset, damaged, lost)
+        return (pending, records, highest, offset, contentEnd, damaged, lost)
     }
 
     /// The record at `offset` and where it ends, if its length, CRC and JSON all hold.

@@ -13,6 +13,6 @@ public struct OutboxPeek: Sendable {
         guard let bytes = DurableFile.read(path: directory + "/outbox.log") else { return nil }
         let parsed = OutboxLog.parse(bytes)
         return OutboxPeek(depth: parsed.entries.count, oldest: parsed.entries.min { $0.event.seq < $1.event.seq },
-                          damaged: parsed.damaged || parsed.goodEnd < bytes.count)
+                          damaged: parsed.damaged || parsed.goodEnd < parsed.contentEnd)
     }
 }
