@@ -40,9 +40,7 @@ public enum StopSignals {
                 var number: Int32 = 0
                 guard sigwait(&set, &number) == 0 else { continue }
                 guard let handler = StopSignals.handler.withLock({ $0 }) else { endByDefault(number) }
-                var ts = timespec()
-                clock_gettime(CLOCK_MONOTONIC, &ts)
-                let now = Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
+                let now = monotonicNanoseconds()
                 if first == 0 {
                     first = now
                     Log.info("stop requested", ["signal": number == SIGTERM ? "TERM" : "INT"])

@@ -162,9 +162,3 @@ private final class EventLoop {
                                + "(dmesg), then restart the agent"))
     }
 }
-
-private func monotonicMilliseconds() -> Int64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
-}

@@ -48,22 +48,3 @@ public final class DedicatedThread: Sendable {
         pthread_join(thread, nil)
     }
 }
-
-/// Monotonic seconds, for timeouts and backoff on the network thread.
-public func monotonicSeconds() -> Double {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-}
-
-/// Monotonic milliseconds, for the link's keepalive.
-public func monotonicMilliseconds() -> Int64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
-}
-
-/// Sleeps the calling (dedicated) thread.
-public func sleepThread(microseconds: UInt32) {
-    _ = usleep(microseconds)
-}

@@ -56,9 +56,5 @@ public struct LogStreak: Sendable {
         unreported = 0
     }
 
-    private static func now() -> Double {
-        var t = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &t)
-        return Double(t.tv_sec) + Double(t.tv_nsec) / 1e9
-    }
+    private static func now() -> Double { monotonicSeconds() }
 }

@@ -1,4 +1,5 @@
 import Glibc
+import ParkWiseLog
 
 /// What the event loop waits on: inputs posted from any thread (the line queue's nudge, the link's events, a stop),
 /// taken in order by the one thread that runs the loop, which sleeps until an input comes or its next deadline
@@ -75,9 +76,5 @@ final class Inbox: @unchecked Sendable {
     }
 
     /// CLOCK_MONOTONIC in nanoseconds.
-    static func now() -> Int64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
-    }
+    static func now() -> Int64 { monotonicNanoseconds() }
 }

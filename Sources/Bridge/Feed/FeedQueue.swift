@@ -1,5 +1,6 @@
 #if canImport(Glibc)
 import Glibc
+import ParkWiseLog
 #endif
 
 /// What the MQTT thread hands the database thread: messages in arrival order. The libmosquitto
@@ -72,10 +73,4 @@ final class FeedQueue: @unchecked Sendable {
         defer { pthread_mutex_unlock(mutex) }
         return items.count - head
     }
-}
-
-func monotonicNanoseconds() -> Int64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
 }
