@@ -9,7 +9,7 @@ import ParkWiseLog
 /// is bounded, and follow as PUBACKs come), and at most one publish per retained topic (a newer state waits
 /// for the PUBACK of the one before, and only the latest is sent): a slow broker never grows libmosquitto's queue.
 public final class UplinkSession {
-    enum Sent { case event(UInt64), announcement(UInt64), state(String), status }
+    enum Sent { case event(UInt64), announcement(UInt64), state(String), status, reply }
 
     public let topics: Topics
     private let link: MQTTLink
@@ -181,6 +181,8 @@ public final class UplinkSession {
                 acknowledgedAnnouncement = seq
             case .status:
                 offlineStatusAcked = true
+            case .reply:
+                repliesInFlight -= 1
             case .state(let topic):
                 guard statesInFlight.remove(topic) != nil else { break }
                 if statesWaiting.remove(topic) != nil { publishState(topic) }
@@ -205,6 +207,7 @@ public final class UplinkSession {
         announcementSent = false
         statesInFlight.removeAll()
         statesWaiting.removeAll()
+        repliesInFlight = 0
     }
 
     /// Publishes `offline` (retained) before a clean stop. True once the broker acknowledged it.
@@ -216,8 +219,15 @@ public final class UplinkSession {
 
     /// A command's result (QoS 1, not retained, not kept when offline).
     public func publishReply(topic: String, payload: [UInt8]) {
-        publish(topic: topic, payload: payload, retain: false, as: .state(topic))
+        if publish(topic: topic, payload: payload, retain: false, as: .reply) { repliesInFlight += 1 }
     }
+
+    /// Command replies sent and not yet acknowledged, at most: a flood of commands must not queue replies in
+    /// libmosquitto without bound (the caller drops a command it cannot answer, and says so).
+    public static let replyWindow = 32
+    private var repliesInFlight = 0
+    /// Whether a reply may be sent now (offline, one is not kept anyway).
+    public var canReply: Bool { repliesInFlight < Self.replyWindow }
 
     public var offlineAcknowledged: Bool { offlineStatusAcked }
     /// Nothing sent is waiting for its PUBACK, and nothing in the outbox waits to be sent.

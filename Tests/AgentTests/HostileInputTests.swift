@@ -173,3 +173,51 @@ import Uplink
         subscriber.stop()
     }
 }
+
+extension HostileCommandTests {
+    /// A flood of commands (a runaway backend script) queues neither the commands nor their replies without bound:
+    /// beyond the bound a command is dropped unread, and every dropped one is counted in a streak line. So each
+    /// command is answered or counted, never silently lost, and the agent still answers once the flood is over.
+    @Test func aFloodOfCommandsIsCutAndEveryOneAnsweredOrCounted() throws {
+        let dir = temporaryDirectory()
+        // The broker keeps and forwards everything at once: the agent is the only one that may cut the flood.
+        let broker = try Broker(extraConfig: "max_inflight_messages 0\nmax_queued_messages 0")
+        let prefix = "parkwise/v1/testsite/p2-east"
+        let replies = try Subscriber(broker, filter: prefix + "/reply")
+        try replies.listen()
+        let agent = try Child(agentBinary, ["run", "--config", try writeGarage(dir), "--replay", try writeTrace(dir, ""),
+                                            "--broker", broker.url, "--outbox", dir.path + "/outbox"])
+        func answered(_ id: String) -> Bool { replies.messages.contains { $0.json["id"] as? String == id } }
+        // Online on the broker: its subscription to commands came before that on the same connection.
+        #expect(eventually(10) {
+            (try? retainedMessages(broker, prefix + "/status"))?.first?.json["state"] as? String == "online"
+        }, "\(agent.stderr)")
+        try publish(broker, prefix + "/cmd/diag", #"{"id": "before"}"#)
+        #expect(eventually(10) { answered("before") }, "\(agent.stderr)")
+
+        // Held up (stopped) while the flood is published, the agent gets it all at once when it goes on.
+        let flood = 5000
+        let file = dir.appendingPathComponent("flood.txt")
+        try (0..<flood).map { #"{"id": "f\#($0)"}"# }.joined(separator: "\n").appending("\n")
+            .write(to: file, atomically: true, encoding: .utf8)
+        agent.signal(SIGSTOP)
+        let pub = try Child("/bin/sh", ["-c", "exec /usr/bin/mosquitto_pub -p \(broker.port) -q 1 -t \(prefix)/cmd/diag -l < \(file.path)"])
+        #expect(pub.wait(60) == 0, "\(pub.stderr)")
+        agent.signal(SIGCONT)
+
+        func dropped() -> Int {
+            agent.stderr.split(separator: "\n").filter { $0.contains("commands answered again") }.compactMap { line in
+                line.split(separator: " ").first { $0.hasPrefix("streak=") }.flatMap { Int($0.dropFirst(7)) }
+            }.reduce(0, +)
+        }
+        func floodAnswered() -> Int { replies.messages.filter { ($0.json["id"] as? String)?.hasPrefix("f") == true }.count }
+        #expect(eventually(60) { floodAnswered() + dropped() == flood },
+                "answered \(floodAnswered()) + dropped \(dropped()) of \(flood)")
+        #expect(dropped() > 0, "the flood went past the bound")
+        #expect(agent.stderr.contains("warn commands come faster than they are answered, dropped count="))
+        try publish(broker, prefix + "/cmd/diag", #"{"id": "after"}"#)
+        #expect(eventually(10) { answered("after") })
+        agent.signal(SIGTERM)
+        #expect(agent.wait(10) == 0, "\(agent.stderr.suffix(2000))")
+    }
+}

@@ -53,6 +53,10 @@ final class AgentRuntime: @unchecked Sendable {
     /// When a change of the retained status may be published (real monotonic nanoseconds; see `refreshStatus`).
     private var statusDue: Int64?
     private let statusInbox = StatusInbox()
+    private var commandsWaiting: [(topic: String, payload: [UInt8])] = []
+    /// Commands dropped in a flood (see `command`).
+    private var commandFlood = LogStreak(.warn, "commands come faster than they are answered, dropped",
+                                         ended: "commands answered again")
     /// CLOCK_MONOTONIC as read for the input at hand: the clock is read at most once per input, and only when
     /// something needs it (see `realNow()`).
     private var inputReal: Int64?
@@ -201,14 +205,18 @@ final class AgentRuntime: @unchecked Sendable {
                 session.handle(event)
                 switch event {
                 case .message(let topic, let payload): command(topic: topic, payload: payload)
-                case .connected: announceDrops()
+                case .connected:
+                    announceDrops()
+                    answerWaitingCommands()
+                case .disconnected:
+                    answerWaitingCommands()   // (their replies are not kept: a command's result is for now)
                 case .acknowledged:
+                    answerWaitingCommands()
                     if let seq = session.acknowledgedAnnouncement, stamper.state.announcement?.event.seq == seq {
                         stamper.state.announcementAcknowledged(seq: seq)
                         stamper.state.save()
                         announceDrops()
                     }
-                default: break
                 }
             case .inputLost(let input, let message):
                 Log.error("GPIO input lost", ["input": input.map { config.inputs[$0].ref.description } ?? "all",
@@ -281,6 +289,9 @@ final class AgentRuntime: @unchecked Sendable {
         let left = lineQueue.take()
         unread += left.changes.count + left.shed
         if unread > 0 { Log.info("line changes queued behind the stop, left unread", ["changes": unread]) }
+        if !commandsWaiting.isEmpty {
+            Log.info("commands waiting for their turn at the stop, left unanswered", ["commands": commandsWaiting.count])
+        }
         link.stop()
         stamper.state.settle(oldestPending: session.oldestPendingSeq)
         stamper.state.stoppedCleanly()
@@ -422,8 +433,38 @@ final class AgentRuntime: @unchecked Sendable {
 
     // MARK: - Commands
 
+    /// A command from the broker. It is answered now if the session may send a reply (not too many unacknowledged),
+    /// else it waits for that, among at most `Inbox.messageBound` others. A flood beyond both bounds is dropped
+    /// unread: what the inbox turned away and what found no room to wait, counted and said, one streak at a time.
     private func command(topic: String, payload: [UInt8]) {
         guard topic.hasPrefix(topics.prefix + "/cmd/") else { return }
+        let (turnedAway, waiting) = inbox.takeDroppedMessages()
+        commandFlood.occurred(turnedAway)
+        if session.canReply && commandsWaiting.isEmpty {
+            answer(topic: topic, payload: payload)
+        } else if commandsWaiting.count < Inbox.messageBound {
+            commandsWaiting.append((topic, payload))
+        } else {
+            commandFlood.occurred()
+        }
+        if waiting == 0 && commandsWaiting.isEmpty { commandFlood.ended() }
+    }
+
+    /// Commands that waited for room for their replies, in the order they came.
+    private func answerWaitingCommands() {
+        guard !commandsWaiting.isEmpty else { return }
+        var answered = 0
+        while session.canReply && answered < commandsWaiting.count {
+            answer(topic: commandsWaiting[answered].topic, payload: commandsWaiting[answered].payload)
+            answered += 1
+        }
+        commandsWaiting.removeFirst(answered)
+        let (turnedAway, waiting) = inbox.takeDroppedMessages()
+        commandFlood.occurred(turnedAway)
+        if commandsWaiting.isEmpty && waiting == 0 { commandFlood.ended() }
+    }
+
+    private func answer(topic: String, payload: [UInt8]) {
         let name = String(topic.dropFirst(topics.prefix.count + 5))
         let reply = CommandHandler.handle(name: name, payload: payload, garage: &garage,
                                           status: name == "diag" ? statusSnapshot.build() : nil)

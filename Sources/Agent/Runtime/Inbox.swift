@@ -13,6 +13,13 @@ final class Inbox: @unchecked Sendable {
     private var items: [AgentInput] = []
     private var head = 0
     private var waiting = false
+    /// Commands (MQTT messages) waiting, and those turned away because `messageBound` were waiting already.
+    private var messagesWaiting = 0
+    private var messagesDropped = 0
+
+    /// Commands waiting for the loop, at most: a flood of them from the broker is cut here (counted, and said by
+    /// the loop), so it cannot grow the process.
+    static let messageBound = 256
 
     init() {
         pthread_mutex_init(mutex, nil)
@@ -36,7 +43,16 @@ final class Inbox: @unchecked Sendable {
     /// Several inputs at once (what one round of the network loop brought): one lock, one wake-up.
     func post(contentsOf inputs: some Sequence<AgentInput>) {
         pthread_mutex_lock(mutex)
-        items.append(contentsOf: inputs)
+        for input in inputs {
+            if case .uplink(.message) = input {
+                guard messagesWaiting < Self.messageBound else {
+                    messagesDropped += 1
+                    continue
+                }
+                messagesWaiting += 1
+            }
+            items.append(input)
+        }
         let wake = waiting
         waiting = false   // one signal per wait
         pthread_mutex_unlock(mutex)
@@ -64,6 +80,7 @@ final class Inbox: @unchecked Sendable {
         }
         let input = items[head]
         head += 1
+        if case .uplink(.message) = input { messagesWaiting -= 1 }
         if head == items.count {
             items.removeAll(keepingCapacity: items.count <= 64)
             head = 0
@@ -73,6 +90,14 @@ final class Inbox: @unchecked Sendable {
             head = 0
         }
         return input
+    }
+
+    /// Commands turned away since the last call, and how many wait now.
+    func takeDroppedMessages() -> (dropped: Int, waiting: Int) {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        defer { messagesDropped = 0 }
+        return (messagesDropped, messagesWaiting)
     }
 
     /// CLOCK_MONOTONIC in nanoseconds.
