@@ -39,8 +39,9 @@ public enum StopSignals {
             while true {
                 var number: Int32 = 0
                 guard sigwait(&set, &number) == 0 else { continue }
-                guard let handler = StopSignals.handler.withLock({ $0 }) else { endByDefault(number) }
                 let now = monotonicNanoseconds()
+                if first != 0 && now - first <= 500_000_000 { continue }   // the same request, delivered twice
+                guard let handler = StopSignals.handler.withLock({ $0 }) else { endByDefault(number) }
                 if first == 0 {
                     first = now
                     Log.info("stop requested", ["signal": number == SIGTERM ? "TERM" : "INT"])

@@ -5,6 +5,7 @@ import Glibc
 import ParkWiseCLI
 import ParkWiseCore
 import ParkWiseLog
+import Synchronization
 import Uplink
 
 enum RunCommand {
@@ -27,6 +28,10 @@ enum RunCommand {
 
     /// Runs on the calling (main) thread without Swift concurrency: see `AgentRuntime` and `StopSignals`.
     static func run(_ args: ParsedArguments) -> Int32 {
+        // A stop asked for while starting (systemd stops a service that is still starting) is kept, and the agent
+        // stops gracefully as soon as it runs.
+        let early = EarlyStop()
+        StopSignals.handle(onStop: { early.asked.store(true, ordering: .releasing) })
         let path = args.option("config")!
         if args.flag("verbose") || ProcessInfo.processInfo.environment["PARKWISE_LOG"] == "debug" { Log.threshold = .debug }
         var config: AgentConfig
@@ -80,6 +85,7 @@ enum RunCommand {
             return ExitCode.config
         }
         StopSignals.handle(onStop: { runtime.requestStop() })
+        if early.asked.load(ordering: .acquiring) { runtime.requestStop() }
         let statusPath = StatusSocket.path(runtimeDirectory: ProcessInfo.processInfo.environment["RUNTIME_DIRECTORY"],
                                            outboxPath: config.outbox.path)
         let statusServer = StatusServer.start(path: statusPath) { runtime.requestStatus($0) }
@@ -88,4 +94,9 @@ enum RunCommand {
         return code
     }
 
+}
+
+/// A stop signal that came before the runtime existed.
+private final class EarlyStop: Sendable {
+    let asked = Atomic<Bool>(false)
 }

@@ -102,10 +102,10 @@ enum WalkTestCommand {
         let stopSource = source.start(clock: clock, into: queue, inbox: inbox)
         // The handler comes before the terminal goes raw, so no Ctrl-C can end the process with it still raw; a
         // forced exit (a second Ctrl-C) gives the terminal its echo back too.
-        let reader = Mutex<KeyReader?>(nil)
-        StopSignals.handle(onStop: { inbox.post(.stop) }, onForce: { reader.withLock { $0?.restore() } })
+        let reader = ReaderSlot()
+        StopSignals.handle(onStop: { inbox.post(.stop) }, onForce: { reader.keys.withLock { $0?.restore() } })
         let keys = KeyReader { continuation.yield(.key($0)) }
-        reader.withLock { $0 = keys }
+        reader.keys.withLock { $0 = keys }
         let ticker = Task {
             while !Task.isCancelled {
                 try? await Task.sleep(for: .milliseconds(20))
@@ -183,4 +183,9 @@ enum WalkInput: Sendable {
     case key(WalkKey)
     case inputLost(Int?, String)
     case sourceFinished
+}
+
+/// The key reader, for a forced exit's handler, which exists before it.
+private final class ReaderSlot: Sendable {
+    let keys = Mutex<KeyReader?>(nil)
 }

@@ -94,7 +94,9 @@ final class AgentRuntime: @unchecked Sendable {
             subscriptions: [topics.commands])
         settings.tls = config.mqtt.tls.map { ($0.ca, $0.cert, $0.key) }
         settings.protocolVersion = Int32(config.mqtt.protocolVersion)
-        link = MQTTLink(settings: settings, emitAll: { [inbox] events in inbox.post(contentsOf: events.lazy.map { .uplink($0) }) })
+        // Hosted: once connected, the broker's socket is read and written by this loop's thread (`nextInput`).
+        link = MQTTLink(settings: settings, hosted: true,
+                        emitAll: { [inbox] events in inbox.post(contentsOf: events.lazy.map { .uplink($0) }) })
         let birth = StatusPayload(state: "online", version: AgentVersion.current, configHash: options.configHash,
                                   boot: stamper.state.boot, since: stamper.wallTime(clock.now()), mode: options.mode)
         let outbox: any Outbox
@@ -170,7 +172,7 @@ final class AgentRuntime: @unchecked Sendable {
                 return stop(exitCode: ExitCode.success)
             }
             inputReal = nil
-            let next = inbox.next(until: [timer?.real, watchdogDue, clockDue, shedDue, statusDue].compactMap { $0 }.min())
+            let next = nextInput(until: [timer?.real, watchdogDue, clockDue, shedDue, statusDue].compactMap { $0 }.min())
             inputReal = nil
             guard let input = next ?? due() else { continue }
             switch input {
@@ -209,7 +211,7 @@ final class AgentRuntime: @unchecked Sendable {
                     announceDrops()
                     answerWaitingCommands()
                 case .disconnected:
-                    answerWaitingCommands()   // (their replies are not kept: a command's result is for now)
+                    break   // waiting commands wait for the next connection, to be answered there
                 case .acknowledged:
                     answerWaitingCommands()
                     if let seq = session.acknowledgedAnnouncement, stamper.state.announcement?.event.seq == seq {
@@ -244,6 +246,25 @@ final class AgentRuntime: @unchecked Sendable {
         }
     }
 
+    /// The next input; nil once `deadline` has passed. While the link's live connection is hosted here, its socket
+    /// is watched too and its rounds run on this thread: the PUBACKs and commands they bring come in as inputs,
+    /// with no hop between threads (and no lock shared with another thread inside libmosquitto).
+    private func nextInput(until deadline: Int64?) -> AgentInput? {
+        while true {
+            let uplink = link.hostedPoll()
+            let until = [deadline, uplink?.due.map { $0 * 1_000_000 }].compactMap { $0 }.min()
+            switch inbox.wait(until: until, watching: uplink.map { ($0.fd, $0.events) }) {
+            case .input(let input):
+                return input
+            case .watched(let revents):
+                link.serviceHosted(revents: revents)
+            case .deadline:
+                if uplink?.due != nil { link.serviceHosted(revents: 0) }   // the keepalive, if that was due
+                if let deadline, deadline <= Inbox.now() { return nil }
+            }
+        }
+    }
+
     /// The input a passed deadline stands for (the loop woke for it): the garage's timer, or the watchdog and
     /// the clock. Nil when none has passed yet.
     private func due() -> AgentInput? {
@@ -268,13 +289,15 @@ final class AgentRuntime: @unchecked Sendable {
         session.sayOffline()
         let giveUp = Inbox.now() + options.stopGrace.nanosecondCount
         var unread = 0   // line changes still queued: never stamped nor stored, the board's levels say the rest at the next start
+        var unanswered = 0   // commands: not answered once stopping
         if session.isConnected {
             waiting: while true {
-                guard let input = inbox.next(until: giveUp) else {
+                guard let input = nextInput(until: giveUp) else {
                     Log.warn("broker did not acknowledge everything before stopping", ["outbox": session.outboxCount])
                     break waiting
                 }
                 if case .lines = input { unread += lineQueue.take().changes.count }
+                if case .uplink(.message) = input { unanswered += 1 }
                 statusInbox.answer { statusSnapshot.build() }
                 switch input {
                 case .uplink(let event):
@@ -289,9 +312,12 @@ final class AgentRuntime: @unchecked Sendable {
         let left = lineQueue.take()
         unread += left.changes.count + left.shed
         if unread > 0 { Log.info("line changes queued behind the stop, left unread", ["changes": unread]) }
-        if !commandsWaiting.isEmpty {
-            Log.info("commands waiting for their turn at the stop, left unanswered", ["commands": commandsWaiting.count])
-        }
+        // Commands still waiting, unread or turned away: counted, never answered once stopping.
+        commandFlood.occurred(inbox.takeDroppedMessages().dropped)
+        commandFlood.ended()
+        unanswered += commandsWaiting.count
+        while let input = inbox.next(until: 0) { if case .uplink(.message) = input { unanswered += 1 } }
+        if unanswered > 0 { Log.info("commands left unanswered at the stop", ["commands": unanswered]) }
         link.stop()
         stamper.state.settle(oldestPending: session.oldestPendingSeq)
         stamper.state.stoppedCleanly()
@@ -440,7 +466,7 @@ final class AgentRuntime: @unchecked Sendable {
         guard topic.hasPrefix(topics.prefix + "/cmd/") else { return }
         let (turnedAway, waiting) = inbox.takeDroppedMessages()
         commandFlood.occurred(turnedAway)
-        if session.canReply && commandsWaiting.isEmpty {
+        if session.isConnected && session.canReply && commandsWaiting.isEmpty {
             answer(topic: topic, payload: payload)
         } else if commandsWaiting.count < Inbox.messageBound {
             commandsWaiting.append((topic, payload))
@@ -452,7 +478,7 @@ final class AgentRuntime: @unchecked Sendable {
 
     /// Commands that waited for room for their replies, in the order they came.
     private func answerWaitingCommands() {
-        guard !commandsWaiting.isEmpty else { return }
+        guard session.isConnected, !commandsWaiting.isEmpty else { return }
         var answered = 0
         while session.canReply && answered < commandsWaiting.count {
             answer(topic: commandsWaiting[answered].topic, payload: commandsWaiting[answered].payload)

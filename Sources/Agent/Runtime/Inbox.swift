@@ -1,39 +1,48 @@
 import Glibc
 import ParkWiseLog
+import Uplink
 
 /// What the event loop waits on: inputs posted from any thread (the line queue's nudge, the link's events, a stop),
-/// taken in order by the one thread that runs the loop, which sleeps until an input comes or its next deadline
-/// passes. Plain POSIX (a mutex and a condition variable on the monotonic clock), no Swift concurrency and no
-/// Dispatch: nothing wakes the process while nothing happens. Bounded by what posts into it: one nudge for all
-/// waiting line changes, link events bounded by the session's window, timers that are deadlines, not inputs.
+/// taken in order by the one thread that runs the loop, which sleeps in poll() until an input comes, its next
+/// deadline passes, or a descriptor it watches is ready (the broker's socket, whose rounds the loop runs itself).
+/// Plain POSIX (a mutex, an eventfd), no Swift concurrency and no Dispatch: nothing wakes the process while
+/// nothing happens. Bounded by what posts into it: one nudge for all waiting line changes, link events bounded by
+/// the session's window, commands by `messageBound`, timers that are deadlines, not inputs.
 final class Inbox: @unchecked Sendable {
+    /// What woke the loop.
+    enum Wake {
+        case input(AgentInput)
+        /// The watched descriptor is ready (its poll revents).
+        case watched(Int16)
+        /// The deadline passed.
+        case deadline
+    }
+
     // Guarded by `mutex`.
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    private let posted = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
     private var items: [AgentInput] = []
     private var head = 0
     private var waiting = false
     /// Commands (MQTT messages) waiting, and those turned away because `messageBound` were waiting already.
     private var messagesWaiting = 0
     private var messagesDropped = 0
+    /// Inputs taken one after the other without looking at the watched descriptor (the loop's thread only).
+    private var takenInARow = 0
+    /// Signalled by a post while the loop waits (nil: out of descriptors; the loop then looks every 10 ms).
+    private let wakeup = LinkWakeup()
 
     /// Commands waiting for the loop, at most: a flood of them from the broker is cut here (counted, and said by
     /// the loop), so it cannot grow the process.
     static let messageBound = 256
+    /// Under a backlog the watched descriptor is still looked at (without waiting) after this many inputs.
+    static let fairness = 8
 
     init() {
         pthread_mutex_init(mutex, nil)
-        var attributes = pthread_condattr_t()
-        pthread_condattr_init(&attributes)
-        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
-        pthread_cond_init(posted, &attributes)
-        pthread_condattr_destroy(&attributes)
     }
 
     deinit {
-        pthread_cond_destroy(posted)
         pthread_mutex_destroy(mutex)
-        posted.deallocate()
         mutex.deallocate()
     }
 
@@ -56,28 +65,74 @@ final class Inbox: @unchecked Sendable {
         let wake = waiting
         waiting = false   // one signal per wait
         pthread_mutex_unlock(mutex)
-        // Signalled after unlocking, so the woken loop does not at once block on the mutex still held here.
-        if wake { pthread_cond_signal(posted) }
+        if wake { wakeup?.signal() }
     }
 
-    /// The next input; nil once `deadline` (CLOCK_MONOTONIC nanoseconds, real time) has passed with none.
+    /// The next input; nil once `deadline` (CLOCK_MONOTONIC nanoseconds) has passed with none.
     func next(until deadline: Int64?) -> AgentInput? {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        while head == items.count {
-            if let deadline {
-                // No clock read: the absolute wait itself says when the deadline has passed (at once if it has).
-                var ts = timespec(tv_sec: Int(max(0, deadline) / 1_000_000_000), tv_nsec: Int(max(0, deadline) % 1_000_000_000))
-                waiting = true
-                let rc = pthread_cond_timedwait(posted, mutex, &ts)
-                waiting = false
-                if rc == ETIMEDOUT && head == items.count { return nil }
-            } else {
-                waiting = true
-                pthread_cond_wait(posted, mutex)
-                waiting = false
+        while true {
+            switch wait(until: deadline, watching: nil) {
+            case .input(let input): return input
+            case .deadline: return nil
+            case .watched: continue
             }
         }
+    }
+
+    /// The next input, or the watched descriptor ready for `events`, or the deadline (CLOCK_MONOTONIC nanoseconds)
+    /// passed. Inputs come first, in order, but under a backlog the descriptor is looked at every `fairness` inputs.
+    /// From the loop's thread only.
+    func wait(until deadline: Int64?, watching watched: (fd: Int32, events: Int16)?) -> Wake {
+        while true {
+            pthread_mutex_lock(mutex)
+            if head < items.count {
+                if let watched, takenInARow >= Self.fairness {
+                    pthread_mutex_unlock(mutex)
+                    takenInARow = 0
+                    var slot = pollfd(fd: watched.fd, events: watched.events, revents: 0)
+                    if poll(&slot, 1, 0) > 0 { return .watched(slot.revents) }
+                    continue
+                }
+                takenInARow += 1
+                let input = take()
+                pthread_mutex_unlock(mutex)
+                return .input(input)
+            }
+            takenInARow = 0
+            waiting = true
+            pthread_mutex_unlock(mutex)
+            // Until the deadline, rounded up to whole milliseconds (the clock is read only when there is one).
+            var timeout: Int32 = -1
+            if let deadline {
+                let left = deadline - monotonicNanoseconds()
+                if left <= 0 {
+                    if stopWaiting() { continue }
+                    return .deadline
+                }
+                timeout = Int32(clamping: (left + 999_999) / 1_000_000)
+            }
+            if wakeup == nil { timeout = timeout < 0 ? 10 : min(timeout, 10) }
+            var slots = [pollfd(fd: wakeup?.fd ?? -1, events: Int16(POLLIN), revents: 0),
+                         pollfd(fd: watched?.fd ?? -1, events: watched?.events ?? 0, revents: 0)]
+            let ready = poll(&slots, 2, timeout)
+            if slots[0].revents != 0 { wakeup?.drain() }
+            let posted = stopWaiting()
+            if slots[1].revents != 0 { return .watched(slots[1].revents) }
+            if posted || ready != 0 || wakeup == nil { continue }
+            return .deadline
+        }
+    }
+
+    /// Leaves the waiting state; true if something was posted meanwhile.
+    private func stopWaiting() -> Bool {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        waiting = false
+        return head < items.count
+    }
+
+    /// The first input (under the mutex).
+    private func take() -> AgentInput {
         let input = items[head]
         head += 1
         if case .uplink(.message) = input { messagesWaiting -= 1 }

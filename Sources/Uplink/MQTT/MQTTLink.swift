@@ -24,13 +24,15 @@ public final class MQTTLink: Sendable {
     private let thread = Mutex<DedicatedThread?>(nil)
     /// Wakes the link's thread for a write or a stop (nil: out of descriptors; the thread then polls every 100 ms).
     private let wakeup = LinkWakeup()
-    /// When this process last wrote to the broker, as far as the link's thread knows (monotonic ms): the keepalive
-    /// is due a keepalive after it.
-    private let lastWrite = Atomic<Int64>(0)
+    /// Whether a live connection's rounds run on the host's thread (see `hostedPoll`); connecting stays here.
+    private let hosted: Bool
+    private let guests = Mutex<Guest?>(nil)
 
-    /// `emit` gets the events of one round of the network loop together, in order.
-    public init(settings: LinkSettings, emitAll emit: @escaping @Sendable ([UplinkEvent]) -> Void) {
+    /// `emit` gets the events of one round of the network loop together, in order. `hosted`: the caller runs a live
+    /// connection's rounds on its own thread (`hostedPoll`, `serviceHosted`), as the agent's event loop does.
+    public init(settings: LinkSettings, hosted: Bool = false, emitAll emit: @escaping @Sendable ([UplinkEvent]) -> Void) {
         self.settings = settings
+        self.hosted = hosted
         self.emit = emit
     }
 
@@ -56,9 +58,10 @@ public final class MQTTLink: Sendable {
             }
             let (rc, mid) = connection.publish(topic: topic, payload: payload, retain: retain)
             guard rc == MOSQ_ERR_SUCCESS.rawValue else { return .offline }
-            // No clock read for the keepalive here: its PUBACK moves `lastWrite` on (and one that never comes
-            // only brings the keepalive's ping earlier).
-            if connection.wantsWrite { wakeup?.signal() }
+            // No clock read for the keepalive here: its PUBACK moves the last write on (and one that never comes
+            // only brings the keepalive's ping earlier). A hosted connection is written by the publishing thread's
+            // next round; otherwise the link's thread is woken for what the socket did not take.
+            if connection.wantsWrite && !hosted { wakeup?.signal() }
             return .sent(mid: mid, connection: connection.number)
         }
     }
@@ -128,69 +131,84 @@ public final class MQTTLink: Sendable {
         defer { current.withLock { $0 = nil } }
         // The clock is read once per wake-up (`now`), and every time below is that one.
         var now = monotonicMilliseconds()
-        let connectDeadline = now + Int64(max(settings.keepaliveSeconds, 10)) * 1000
-        let keepalive = Int64(settings.keepaliveSeconds) * 1000
-        lastWrite.store(now, ordering: .relaxed)
-        var lastRead = now
-        var received = connection.received
-        var up = false
+        var io = LinkIO(connection: connection, keepaliveSeconds: settings.keepaliveSeconds, now: now)
         while true {
             if stopping.load(ordering: .acquiring) {
-                if up { drainAndDisconnect(connection) }
+                if io.up { drainAndDisconnect(connection) }
                 return .stopped
             }
             let socket = connection.socket
-            guard socket >= 0 else { return .lost("connection closed", wasUp: up) }
+            guard socket >= 0 else { return .lost("connection closed", wasUp: io.up) }
             // Sleep until the broker sends, the socket takes what is queued, a publisher or a stop wakes the
             // thread, or the keepalive (connected) or the connect timeout (not yet) is due: no other wake-ups.
-            let due = up ? min(lastWrite.load(ordering: .relaxed), lastRead) + keepalive + 1000 : connectDeadline
-            var timeout = Int32(clamping: max(0, due - now))
-            if !up || keepalive == 0 { timeout = up ? -1 : timeout }
+            var timeout = io.due.map { Int32(clamping: max(0, $0 - now)) } ?? -1
             if wakeup == nil { timeout = timeout < 0 ? 100 : min(timeout, 100) }
-            let events = Int16(POLLIN) | (connection.wantsWrite ? Int16(POLLOUT) : 0)
-            var slots = [pollfd(fd: socket, events: events, revents: 0), pollfd(fd: wakeup?.fd ?? -1, events: Int16(POLLIN), revents: 0)]
+            var slots = [pollfd(fd: socket, events: io.events, revents: 0), pollfd(fd: wakeup?.fd ?? -1, events: Int16(POLLIN), revents: 0)]
             let ready = poll(&slots, 2, timeout)
             now = monotonicMilliseconds()
-            if ready < 0 && errno != EINTR { return .lost("poll failed: \(String(cString: strerror(errno)))", wasUp: up) }
+            if ready < 0 && errno != EINTR { return .lost("poll failed: \(String(cString: strerror(errno)))", wasUp: io.up) }
             if slots[1].revents != 0 { wakeup?.drain() }
-            if slots[0].revents & Int16(POLLIN | POLLERR | POLLHUP) != 0 {
-                let rc = connection.loopRead()
-                lastRead = now
-                if connection.received != received {
-                    received = connection.received
-                    lastWrite.store(now, ordering: .relaxed)   // QoS 1 publishes were answered with PUBACKs
-                }
-                deliver(connection)
-                if rc != MOSQ_ERR_SUCCESS.rawValue { return .lost(MosquittoConnection.describe(rc), wasUp: up) }
-            }
-            if connection.wantsWrite {
-                let rc = connection.loopWrite()
-                lastWrite.store(now, ordering: .relaxed)
-                if rc != MOSQ_ERR_SUCCESS.rawValue { return .lost(MosquittoConnection.describe(rc), wasUp: up) }
-            }
-            let connack = connection.connack
-            if !up && connack == 0 {
-                up = true
-                lastRead = now
+            switch io.round(revents: slots[0].revents, now: now, deliver: emit) {
+            case .carryOn:
+                continue
+            case .lost(let reason):
+                return .lost(reason, wasUp: io.up)
+            case .becameUp:
                 for filter in settings.subscriptions { _ = connection.subscribe(filter) }
                 Log.info("uplink connected", ["broker": broker])
+                guard hosted, let wakeup else {
+                    emit([.connected(broker: broker.description, connection: number)])
+                    continue
+                }
+                // The host's thread runs the connection from here on (before it hears of it, so that it polls the
+                // socket from its first wake-up); this thread waits until the host gives it back or a stop.
+                guests.withLock { $0 = Guest(io: io) }
                 emit([.connected(broker: broker.description, connection: number)])
-                continue
-            } else if !up && connack > 0 {
-                return .lost("broker refused the connection: \(MosquittoConnection.describeConnack(connack))", wasUp: false)
+                while true {
+                    if stopping.load(ordering: .acquiring) {
+                        // Taken back (the host stopped running it): drained and disconnected at the loop's top.
+                        if let guest = guests.withLock({ g in defer { g = nil }; return g }) { io = guest.io }
+                        break
+                    }
+                    if let reason = guests.withLock({ $0?.lost }) {
+                        guests.withLock { $0 = nil }
+                        return .lost(reason, wasUp: true)
+                    }
+                    _ = wakeup.wait(seconds: 3600)
+                }
             }
-            if !up && now > connectDeadline {
-                return .lost("no answer from the broker (timed out)", wasUp: false)
+        }
+    }
+
+    // MARK: - Hosted: the connection's rounds on the host's thread
+
+    /// A live connection run by the host, and (once lost) why: the link's thread then takes it back.
+    private struct Guest: Sendable {
+        var io: LinkIO
+        var lost: String?
+    }
+
+    /// For a host that runs the link's rounds (`hosted`): while it has a live connection to run, the socket to poll,
+    /// what for, and when a round is due without it (monotonic milliseconds).
+    public func hostedPoll() -> (fd: Int32, events: Int16, due: Int64?)? {
+        guests.withLock { guest in
+            guard let guest, guest.lost == nil else { return nil }
+            return (guest.io.connection.socket, guest.io.events, guest.io.due)
+        }
+    }
+
+    /// A round of the hosted connection after the host's poll (`revents` 0 when its deadline passed): what it
+    /// brought goes to `emit` as usual. A lost connection goes back to the link's thread, which says so and
+    /// connects again.
+    public func serviceHosted(revents: Int16) {
+        let now = monotonicMilliseconds()
+        guests.withLock { guest in
+            guard var live = guest, live.lost == nil else { return }
+            if case .lost(let reason) = live.io.round(revents: revents, now: now, deliver: emit) {
+                live.lost = reason
+                wakeup?.signal()
             }
-            if up && keepalive > 0 && now >= due {
-                // A PINGREQ (written next round), or the end of a connection whose last PINGRESP never came.
-                let rc = connection.loopMisc()
-                if rc != MOSQ_ERR_SUCCESS.rawValue { return .lost(MosquittoConnection.describe(rc), wasUp: up) }
-                // libmosquitto counts a ping as a read too. Had it seen a later write than this thread knows of,
-                // it sent no ping: look again in half a keepalive.
-                lastRead = now
-                if !connection.wantsWrite { lastWrite.store(now - keepalive / 2, ordering: .relaxed) }
-            }
+            guest = live
         }
     }
 

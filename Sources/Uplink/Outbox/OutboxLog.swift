@@ -7,7 +7,7 @@ import Glibc
 /// After the last record the file holds a reserve of zeros, written and synced ahead of use: a record
 /// then overwrites blocks the file already has, and its sync is a data flush only (a file that grew
 /// would need a filesystem journal commit too: twice the flushes, and the wear, on an SD card).
-/// A zero length ends the records. One owner of the file descriptor.
+/// The records end at the file's last nonzero byte (every record ends in `}`). One owner of the file descriptor.
 final class OutboxLog {
     struct Record: Codable {
         var add: OutboxEntry?
@@ -34,6 +34,9 @@ final class OutboxLog {
     private var size: off_t
     /// Where the zeroed reserve after the records ends (the file's size).
     private var reserved: off_t
+    /// The disk had no room for a new reserve: appends go without one (not trying again and again to take the
+    /// disk's last blocks) until a compaction finds the room.
+    private var reserveRefused = false
 
     /// Zeros written ahead of the records at a time: about a hundred events with their removals, which is
     /// about as many as come between two compactions (each starts a new file with a new reserve).
@@ -101,12 +104,13 @@ final class OutboxLog {
         let stored = records.compactMap { $0.add?.event.seq }.max() ?? 0
         // The reserve runs out about once between two compactions: a new one, synced with these records.
         let end = size + off_t(bytes.count)
-        var grows = end > reserved
+        var grows = end > reserved && !reserveRefused
         var failure = grows ? DurableFile.writeAll(fd, bytes + OutboxLog.zeros, at: size) : DurableFile.writeAll(fd, bytes, at: size)
         if failure != nil && grows {
             // No room for a new reserve (a nearly full disk): the records alone, then.
             _ = ftruncate(fd, size)
             grows = false
+            reserveRefused = true
             failure = DurableFile.writeAll(fd, bytes, at: size)
         }
         if let code = failure {
@@ -144,6 +148,7 @@ final class OutboxLog {
         close(fresh)
         size = off_t(bytes.count)
         reserved = size + (withReserve ? off_t(OutboxLog.reserveChunk) : 0)
+        reserveRefused = !withReserve
         highest = top
     }
 
