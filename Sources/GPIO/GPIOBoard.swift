@@ -21,12 +21,14 @@ public final class GPIOBoard: Sendable {
     private struct State {
         var lines: LineSet
         var thread: EventThread?
+        /// Hosted: the edge watch, run by the host's thread (`serviceHosted`) instead of an event thread.
+        var hosted: EdgeWatch?
     }
 
     private init(lines: sending LineSet, initialLevels: [Bool], names: [String]) {
         self.initialLevels = initialLevels
         self.names = names
-        state = Mutex(State(lines: lines, thread: nil))
+        state = Mutex(State(lines: lines, thread: nil, hosted: nil))
     }
 
     /// Resolves and requests every input as input with both-edge events, bias and active-low from config.
@@ -121,9 +123,37 @@ public final class GPIOBoard: Sendable {
                       failed: @escaping @Sendable (GPIOFailure) -> Void = GPIOBoard.logFailure) {
         let names = self.names
         state.withLock { state in
-            guard state.thread == nil else { return }
+            guard state.thread == nil, state.hosted == nil else { return }
             state.thread = EventThread.start(lines: state.lines, names: names, deliver: deliver, failed: failed)
         }
+    }
+
+    /// Like `start`, but with no thread of its own: the caller polls `hostedPoll()`'s descriptors beside its own and
+    /// runs `serviceHosted` after each poll, on its one thread (the agent's event loop, so that an edge reaches the
+    /// garage with no hop between threads). `deliver` and `failed` are called there, during `serviceHosted`.
+    public func startHosted(deliver: @escaping @Sendable ([LineChange]) -> Void,
+                            failed: @escaping @Sendable (GPIOFailure) -> Void) {
+        let names = self.names
+        state.withLock { state in
+            guard state.thread == nil, state.hosted == nil else { return }
+            guard let buffer = try? EdgeBuffer.make() else {
+                failed(GPIOFailure(input: nil, message: "GPIO: cannot allocate the edge buffer: \(errnoText(Glibc.errno)); "
+                                       + "no input is watched, restart the agent"))
+                return
+            }
+            state.hosted = EdgeWatch(lines: state.lines, names: names, buffer: buffer, deliver: deliver, failed: failed)
+        }
+    }
+
+    /// While hosted: the descriptors to poll (events set, revents ignored) and when to run a round without an event
+    /// (monotonic ms; nil: only an event).
+    public func hostedPoll() -> (slots: [pollfd], due: Int64?)? {
+        state.withLock { state in state.hosted.map { ($0.slots, $0.due()) } }
+    }
+
+    /// A round after the host's poll: `revents` for `hostedPoll()`'s slots, in order (all 0 when its deadline passed).
+    public func serviceHosted(revents: [Int16]) {
+        state.withLock { state in state.hosted?.round(revents: revents) }
     }
 
     /// The default report of a lost input: an error line on stderr (journald).
@@ -136,7 +166,10 @@ public final class GPIOBoard: Sendable {
     /// from one controlling place: a second, concurrent stop() returns without waiting for the first one's join.
     public func stop() {
         let thread = state.withLock { state -> EventThread? in
-            defer { state.thread = nil }
+            defer {
+                state.thread = nil
+                state.hosted = nil
+            }
             return state.thread
         }
         thread?.stopAndJoin()  // outside the lock, so a `deliver` that calls stop() cannot deadlock

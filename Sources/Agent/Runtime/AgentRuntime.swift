@@ -1,3 +1,4 @@
+import Glibc
 import ParkWiseCLI
 import ParkWiseContract
 import ParkWiseCore
@@ -157,7 +158,7 @@ final class AgentRuntime: @unchecked Sendable {
         for problem in startProblems { deviceEvent("outbox.fault") { $0.reason = problem } }
         flush()
         publishChangedStates()
-        let stopSource = source.start(clock: clock, into: lineQueue, inbox: inbox)
+        let stopSource = source.start(clock: clock, into: lineQueue, inbox: inbox, hosted: true)
         Log.info("agent running", ["site": config.site, "device": config.device, "lanes": config.lanes.count,
                                    "spots": config.spots.count, "boot": stamper.state.boot])
         scheduleTimer()
@@ -251,15 +252,25 @@ final class AgentRuntime: @unchecked Sendable {
     /// with no hop between threads (and no lock shared with another thread inside libmosquitto).
     private func nextInput(until deadline: Int64?) -> AgentInput? {
         while true {
+            let edges = source.hostedPoll()
             let uplink = link.hostedPoll()
-            let until = [deadline, uplink?.due.map { $0 * 1_000_000 }].compactMap { $0 }.min()
-            switch inbox.wait(until: until, watching: uplink.map { ($0.fd, $0.events) }) {
+            var watching = edges?.slots ?? []
+            if let uplink { watching.append(pollfd(fd: uplink.fd, events: uplink.events, revents: 0)) }
+            let until = [deadline, edges?.due.map { $0 * 1_000_000 }, uplink?.due.map { $0 * 1_000_000 }]
+                .compactMap { $0 }.min()
+            switch inbox.wait(until: until, watching: watching) {
             case .input(let input):
                 return input
-            case .watched(let revents):
-                link.serviceHosted(revents: revents)
+            case .watched(let ready):
+                // Edges first: they become the next input (the line queue's nudge), before what the broker sent.
+                if let edges, ready.prefix(edges.slots.count).contains(where: { $0.revents != 0 }) {
+                    source.serviceHosted(revents: ready.prefix(edges.slots.count).map(\.revents))
+                }
+                if uplink != nil, let last = ready.last, last.revents != 0 { link.serviceHosted(revents: last.revents) }
             case .deadline:
-                if uplink?.due != nil { link.serviceHosted(revents: 0) }   // the keepalive, if that was due
+                // A recheck of the lines or the keepalive, if that was what was due.
+                if let edges, edges.due != nil { source.serviceHosted(revents: Array(repeating: 0, count: edges.slots.count)) }
+                if uplink?.due != nil { link.serviceHosted(revents: 0) }
                 if let deadline, deadline <= Inbox.now() { return nil }
             }
         }

@@ -12,8 +12,8 @@ final class Inbox: @unchecked Sendable {
     /// What woke the loop.
     enum Wake {
         case input(AgentInput)
-        /// The watched descriptor is ready (its poll revents).
-        case watched(Int16)
+        /// A watched descriptor is ready: the watched slots, with their revents.
+        case watched([pollfd])
         /// The deadline passed.
         case deadline
     }
@@ -71,7 +71,7 @@ final class Inbox: @unchecked Sendable {
     /// The next input; nil once `deadline` (CLOCK_MONOTONIC nanoseconds) has passed with none.
     func next(until deadline: Int64?) -> AgentInput? {
         while true {
-            switch wait(until: deadline, watching: nil) {
+            switch wait(until: deadline, watching: []) {
             case .input(let input): return input
             case .deadline: return nil
             case .watched: continue
@@ -79,18 +79,19 @@ final class Inbox: @unchecked Sendable {
         }
     }
 
-    /// The next input, or the watched descriptor ready for `events`, or the deadline (CLOCK_MONOTONIC nanoseconds)
-    /// passed. Inputs come first, in order, but under a backlog the descriptor is looked at every `fairness` inputs.
-    /// From the loop's thread only.
-    func wait(until deadline: Int64?, watching watched: (fd: Int32, events: Int16)?) -> Wake {
+    /// The next input, or watched descriptors ready (`watching`: fds and events), or the deadline (CLOCK_MONOTONIC
+    /// nanoseconds) passed. Inputs come first, in order, but under a backlog the descriptors are looked at every
+    /// `fairness` inputs. From the loop's thread only.
+    func wait(until deadline: Int64?, watching: [pollfd]) -> Wake {
+        var slots = [pollfd(fd: wakeup?.fd ?? -1, events: Int16(POLLIN), revents: 0)] + watching
         while true {
             pthread_mutex_lock(mutex)
             if head < items.count {
-                if let watched, takenInARow >= Self.fairness {
+                if !watching.isEmpty && takenInARow >= Self.fairness {
                     pthread_mutex_unlock(mutex)
                     takenInARow = 0
-                    var slot = pollfd(fd: watched.fd, events: watched.events, revents: 0)
-                    if poll(&slot, 1, 0) > 0 { return .watched(slot.revents) }
+                    var ready = watching
+                    if poll(&ready, nfds_t(ready.count), 0) > 0 { return .watched(ready) }
                     continue
                 }
                 takenInARow += 1
@@ -112,12 +113,10 @@ final class Inbox: @unchecked Sendable {
                 timeout = Int32(clamping: (left + 999_999) / 1_000_000)
             }
             if wakeup == nil { timeout = timeout < 0 ? 10 : min(timeout, 10) }
-            var slots = [pollfd(fd: wakeup?.fd ?? -1, events: Int16(POLLIN), revents: 0),
-                         pollfd(fd: watched?.fd ?? -1, events: watched?.events ?? 0, revents: 0)]
-            let ready = poll(&slots, 2, timeout)
+            let ready = poll(&slots, nfds_t(slots.count), timeout)
             if slots[0].revents != 0 { wakeup?.drain() }
             let posted = stopWaiting()
-            if slots[1].revents != 0 { return .watched(slots[1].revents) }
+            if ready > 0 && slots.dropFirst().contains(where: { $0.revents != 0 }) { return .watched(Array(slots.dropFirst())) }
             if posted || ready != 0 || wakeup == nil { continue }
             return .deadline
         }

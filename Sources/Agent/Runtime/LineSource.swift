@@ -31,12 +31,18 @@ enum LineSource {
 
     /// Starts delivering changes into the line queue (a lost input, the end of a trace into the inbox). Returns
     /// what stops it. Simulated and replayed changes come from a thread of their own that sleeps until each is due,
-    /// as the board's event thread does: nothing else wakes.
-    func start(clock: AgentClock, into queue: LineQueue, inbox: Inbox) -> @Sendable () -> Void {
+    /// as the board's event thread does: nothing else wakes. `hosted`: the board's lines are polled by the caller's
+    /// thread (`hostedPoll`, `serviceHosted`) instead of an event thread.
+    func start(clock: AgentClock, into queue: LineQueue, inbox: Inbox, hosted: Bool = false) -> @Sendable () -> Void {
         switch self {
         case .board(let board):
-            board.start(deliver: { changes in queue.push(changes) },
-                        failed: { failure in inbox.post(.inputLost(failure.input, failure.message)) })
+            let deliver: @Sendable ([LineChange]) -> Void = { changes in queue.push(changes) }
+            let failed: @Sendable (GPIOFailure) -> Void = { failure in inbox.post(.inputLost(failure.input, failure.message)) }
+            if hosted {
+                board.startHosted(deliver: deliver, failed: failed)
+            } else {
+                board.start(deliver: deliver, failed: failed)
+            }
             return { board.stop() }
         case .simulator(let simulator):
             let stopped = Flag()
@@ -62,6 +68,16 @@ enum LineSource {
             }
             return { stopped.set() }
         }
+    }
+
+    /// A board started hosted: its descriptors to poll and when a round is due without an event.
+    func hostedPoll() -> (slots: [pollfd], due: Int64?)? {
+        if case .board(let board) = self { return board.hostedPoll() }
+        return nil
+    }
+
+    func serviceHosted(revents: [Int16]) {
+        if case .board(let board) = self { board.serviceHosted(revents: revents) }
     }
 
     private final class Flag: Sendable {

@@ -1,0 +1,97 @@
+import Glibc
+import ParkWiseCore
+import ParkWiseLog
+
+/// The watch on the inputs' edges, for whichever thread polls them: the board's event thread, or (hosted) the
+/// agent's event loop, which polls them beside its own descriptors so that an edge reaches the garage with no hop
+/// between threads. It says what to poll (every line's event fd, then the watch on /dev) and when to look again
+/// without an event, and runs a round after a poll: edges read in batches and handed on in kernel timestamp order,
+/// a line whose chip went away reported once and left out of the poll from then on.
+/// Owns the line handles' use and its edge buffer; one thread at a time.
+final class EdgeWatch {
+    private let lines: LineSet
+    private let names: [String]
+    private let deliver: @Sendable ([LineChange]) -> Void
+    private let failed: @Sendable (GPIOFailure) -> Void
+    private let buffer: EdgeBuffer
+    private let chips = ChipWatch()
+    /// Slot i is input i's event fd (-1 once lost: poll ignores it); the last slot is the watch on /dev.
+    private(set) var slots: [pollfd]
+    private var rechecks: [Int64] = []   // monotonic ms: look again then, after a device node left /dev
+    private var edges: [RawEdge] = []
+    private var batch: [(change: LineChange, sequence: Int)] = []
+
+    /// A chip removed under the agent does not wake poll() on Linux 6.1 (Debian 12), but a poll() made after
+    /// the removal reports its line fds as hung up: so after a device node left /dev the watch looks again, at once
+    /// and after these delays (the node may go before the chip's lines are marked gone), and without inotify it
+    /// looks every `recheckMilliseconds` while idle.
+    static let recheckMilliseconds: Int64 = 5000
+    static let recheckAfterRemoval: [Int64] = [200, 1000, 5000]
+
+    init(lines: LineSet, names: [String], buffer: EdgeBuffer,
+         deliver: @escaping @Sendable ([LineChange]) -> Void, failed: @escaping @Sendable (GPIOFailure) -> Void) {
+        self.lines = lines
+        self.names = names
+        self.buffer = buffer
+        self.deliver = deliver
+        self.failed = failed
+        slots = lines.lines.map { pollfd(fd: $0.eventFD, events: Int16(POLLIN), revents: 0) }
+        slots.append(pollfd(fd: chips.fd, events: Int16(POLLIN), revents: 0))
+    }
+
+    /// When to look again without an event (monotonic ms; nil: only an event wakes it). `now` is read only when
+    /// a recheck is pending or there is no inotify.
+    func due() -> Int64? {
+        if let first = rechecks.first { return first }
+        return chips.fd >= 0 ? nil : monotonicMilliseconds() + Self.recheckMilliseconds
+    }
+
+    /// A round after a poll of `slots` (same order; all revents 0 when the poll timed out).
+    func round(revents: [Int16]) {
+        if !rechecks.isEmpty {
+            let now = monotonicMilliseconds()
+            rechecks.removeAll { $0 <= now }
+        }
+        let watchSlot = slots.count - 1
+        if revents[watchSlot] != 0 {
+            chips.drain()
+            let at = monotonicMilliseconds()
+            rechecks = Self.recheckAfterRemoval.map { at + $0 }
+        }
+        batch.removeAll(keepingCapacity: true)
+        for index in 0..<watchSlot where revents[index] != 0 && slots[index].fd >= 0 {
+            guard revents[index] & Int16(POLLIN) != 0 else {
+                lost(index, reason: "its event descriptor reported an error or hang-up (revents \(revents[index]))")
+                continue
+            }
+            edges.removeAll(keepingCapacity: true)
+            do {
+                try lines.lines[index].readEdges(using: buffer, into: &edges)
+            } catch {
+                if error.errno == EINTR || error.errno == EAGAIN { continue }
+                lost(index, reason: "reading its events failed: \(errnoText(error.errno))")
+                continue
+            }
+            for edge in edges {
+                let change = LineChange(input: index, active: edge.rising, at: MonotonicInstant(nanoseconds: edge.nanoseconds))
+                batch.append((change, batch.count))
+            }
+        }
+        guard !batch.isEmpty else { return }
+        // Kernel timestamp order across lines; the sequence keeps one line's equal-time edges in the order read.
+        batch.sort { ($0.change.at, $0.sequence) < ($1.change.at, $1.sequence) }
+        deliver(batch.map(\.change))
+    }
+
+    /// A line whose chip went away (an expander unbound, a driver crashed) can no longer be watched. It leaves the poll
+    /// set (a negative fd is ignored by poll) and is reported once; the other inputs carry on. Its sensor is frozen
+    /// from now on, so the report should make it a fault (its spot or lane `unknown`), never a silent state.
+    private func lost(_ index: Int, reason: String) {
+        slots[index].fd = -1
+        let line = lines.lines[index]
+        failed(GPIOFailure(input: index,
+                           message: "GPIO: lost \(names[index]) on \(line.chip.label) line \(line.offset) (\(line.chip.name)): "
+                               + "\(reason). The GPIO chip was removed or failed; check its wiring and the kernel log "
+                               + "(dmesg), then restart the agent"))
+    }
+}
