@@ -8,8 +8,9 @@ import Synchronization
 /// The device's link to its brokers. One dedicated thread connects (trying each broker in turn,
 /// with capped exponential backoff and jitter), runs the network loop, and reports through `emit`: what one round
 /// of reading brought (PUBACKs, messages) is handed on in one call, so a burst of acknowledgements wakes the
-/// consumer once.
-/// `publish` may be called from any thread.
+/// consumer once. `hosted`: once a connection is up its rounds run on the host's thread instead (`hostedPoll`,
+/// `serviceHosted`), and the link's thread only waits for it to be lost (or a stop) to connect again.
+/// `publish` may be called from any thread (hosted: from the host's).
 public final class MQTTLink: Sendable {
     public enum PublishResult: Sendable, Equatable {
         case sent(mid: Int32, connection: UInt64)
