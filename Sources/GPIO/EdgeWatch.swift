@@ -20,6 +20,10 @@ final class EdgeWatch {
     private var rechecks: [Int64] = []   // monotonic ms: look again then, after a device node left /dev
     private var edges: [RawEdge] = []
     private var batch: [(change: LineChange, sequence: Int)] = []
+    /// Per input, the time of the last change handed on: nothing goes out earlier than that.
+    private var lastAt: [Int64]
+    private var fullQueues = LogStreak(.warn, "GPIO edge queue was full, edges may be lost; the level was read again",
+                                       ended: "GPIO edge queues no longer full")
 
     /// A chip removed under the agent does not wake poll() on Linux 6.1 (Debian 12), but a poll() made after
     /// the removal reports its line fds as hung up: so after a device node left /dev the watch looks again, at once
@@ -36,6 +40,7 @@ final class EdgeWatch {
         self.deliver = deliver
         self.failed = failed
         slots = lines.lines.map { pollfd(fd: $0.eventFD, events: Int16(POLLIN), revents: 0) }
+        lastAt = Array(repeating: 0, count: lines.lines.count)
         slots.append(pollfd(fd: chips.fd, events: Int16(POLLIN), revents: 0))
     }
 
@@ -59,6 +64,7 @@ final class EdgeWatch {
             rechecks = Self.recheckAfterRemoval.map { at + $0 }
         }
         batch.removeAll(keepingCapacity: true)
+        var full = false
         for index in 0..<watchSlot where revents[index] != 0 && slots[index].fd >= 0 {
             guard revents[index] & Int16(POLLIN) != 0 else {
                 lost(index, reason: "its event descriptor reported an error or hang-up (revents \(revents[index]))")
@@ -73,14 +79,31 @@ final class EdgeWatch {
                 continue
             }
             for edge in edges {
-                let change = LineChange(input: index, active: edge.rising, at: MonotonicInstant(nanoseconds: edge.nanoseconds))
+                lastAt[index] = max(lastAt[index], edge.nanoseconds)
+                let change = LineChange(input: index, active: edge.rising, at: MonotonicInstant(nanoseconds: lastAt[index]))
                 batch.append((change, batch.count))
             }
+            if edges.count >= EdgeBuffer.capacity {
+                full = true
+                reread(index, after: edges.last!.rising)
+            }
         }
+        if !full && !batch.isEmpty { fullQueues.ended() }
         guard !batch.isEmpty else { return }
         // Kernel timestamp order across lines; the sequence keeps one line's equal-time edges in the order read.
         batch.sort { ($0.change.at, $0.sequence) < ($1.change.at, $1.sequence) }
         deliver(batch.map(\.change))
+    }
+
+    /// The kernel keeps at most `EdgeBuffer.capacity` edges per line and drops the newest beyond that: a read that
+    /// found the queue full may have missed some (the loop was held up, the process stopped). The level read now is
+    /// the truth: if it is not where the last edge left the input, it is handed on as a change now, so the final
+    /// state is right whatever was lost on the way.
+    private func reread(_ index: Int, after last: Bool) {
+        fullQueues.occurred(1, ["input": names[index]])
+        guard let level = try? lines.lines[index].level(), level != last else { return }
+        lastAt[index] = max(lastAt[index], monotonicNanoseconds())
+        batch.append((LineChange(input: index, active: level, at: MonotonicInstant(nanoseconds: lastAt[index])), batch.count))
     }
 
     /// A line whose chip went away (an expander unbound, a driver crashed) can no longer be watched. It leaves the poll

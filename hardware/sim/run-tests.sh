@@ -191,6 +191,15 @@ chip_gone() {  # the MCP23017 removed under the agent: both spots faulted (lost)
     check "the agent exits 1" "n=0; while [ ! -f /tmp/gone.rc ] && [ \$n -lt 200 ]; do n=\$((n + 1)); usleep 50000; done; cat /tmp/gone.log; [ \"\$(cat /tmp/gone.rc 2>/dev/null)\" = 1 ] && grep -q 'every GPIO input is lost' /tmp/gone.log"
 }
 
+edge_queue_full() {  # GPIO12: 41 edges while the agent is stopped; the kernel keeps 16, the last of them low
+    check "agent starts" "start burst pi4-burst.yaml && wait_used pi4 12" &&
+    check "held (SIGSTOP): 41 edges, ending high; SIGCONT" "kill -STOP \$(cat /tmp/burst.pid) && i=0; while [ \$i -lt 20 ]; do pull pi4 12 up; pull pi4 12 down; i=\$((i + 1)); done; pull pi4 12 up; [ \$(value pi4 12) = 1 ] && kill -CONT \$(cat /tmp/burst.pid)" &&
+    check "the level read again: spot.occupied" "wait_msg 10 $T/pi4-burst/events '\"spot.occupied\"' '\"P1-A-12\"' || { cat /tmp/burst.log; false; }" &&
+    check "retained occupied" "sleep 0.3; retained $T/pi4-burst/state/spot/P1-A-12 | grep '\"state\":\"occupied\"'" &&
+    check "said in the log" "grep 'GPIO edge queue was full' /tmp/burst.log" &&
+    check "clean stop" "stop burst"
+}
+
 source "$HERE/toolkit-cases.sh"
 
 # run_pass BUILD: the cases (and with --bench the benchmark) against that build's agent, in a fresh VM.
@@ -220,6 +229,7 @@ run_pass() {
     run_case "parkwise-agent lines matches gpioinfo" inventory ""
     run_case "walk-test: lane, swapped spot pair, JSON report (real GPIO lines)" walk_test "pulls mcp '0 1' down; pulls pi4 '24 25 26' down"
     run_case "doctor: lines requested (agent stopped) or read from its status (agent running)" doctor_checks "[ -f /tmp/doctor.pid ] && stop doctor; pull pi4 21 down"
+    run_case "more edges than the kernel keeps: the level read again, final state right" edge_queue_full "[ -f /tmp/burst.pid ] && { kill -CONT \$(cat /tmp/burst.pid); stop burst; }; pull pi4 12 down"
     run_case "chip removed under the agent: faults, then exit 1" chip_gone "echo 1 > \$SIM/mcp/live"
 
     if [[ $BENCH -eq 1 ]]; then
