@@ -26,10 +26,11 @@ public final class LinkWakeup: Sendable {
         _ = read(fd, &count, 8)
     }
 
-    /// Waits until signalled or `seconds` have passed; true if signalled.
+    /// Waits until signalled or `seconds` have passed (`.infinity`: until signalled); true if signalled.
     public func wait(seconds: Double) -> Bool {
         var slot = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        let ready = poll(&slot, 1, Int32(min(max(0, seconds * 1000), Double(Int32.max)).rounded(.up)))
+        let timeout = seconds.isInfinite ? -1 : Int32(min(max(0, seconds * 1000), Double(Int32.max)).rounded(.up))
+        let ready = poll(&slot, 1, timeout)
         if ready > 0 { drain() }
         return ready > 0
     }

@@ -175,7 +175,7 @@ public final class MQTTLink: Sendable {
                         guests.withLock { $0 = nil }
                         return .lost(reason, wasUp: true)
                     }
-                    _ = wakeup.wait(seconds: 3600)
+                    _ = wakeup.wait(seconds: .infinity)
                 }
             }
         }
