@@ -19,6 +19,7 @@
 #
 # PARKWISE_BENCH_BOOTS (3) PARKWISE_BENCH_EDGES (100 per agent and run) PARKWISE_BENCH_GAP_MS (50: pause after a
 # message, plus a random 0..GAP) PARKWISE_BENCH_IDLE_S (60) PARKWISE_BENCH_SPAWNS (5) PARKWISE_BENCH_SD_IOPS (300) PARKWISE_BENCH_BURST (50)
+# PARKWISE_BENCH_PHASES ("tmpfs idle strace loaded disk sd spawn", any of them; the start always runs)
 # PARKWISE_AGENT (a libgpiod 1.6 agent binary instead of building one) PARKWISE_VM_BUILD, PARKWISE_VM_CACHE as in
 # run-tests.sh. PARKWISE_BENCH_OUT: where the raw figures go (default: a temporary directory, kept and printed).
 set -uo pipefail
@@ -31,6 +32,9 @@ IDLE="${PARKWISE_BENCH_IDLE_S:-60}"
 SPAWNS="${PARKWISE_BENCH_SPAWNS:-5}"
 SD_IOPS="${PARKWISE_BENCH_SD_IOPS:-300}"
 BURST="${PARKWISE_BENCH_BURST:-50}"
+PHASES=" ${PARKWISE_BENCH_PHASES:-tmpfs idle strace loaded disk sd spawn} "
+# phase NAME: whether the phase was asked for.
+phase() { [[ "$PHASES" == *" $1 "* ]]; }
 WORK="${PARKWISE_BENCH_OUT:-$(mktemp -d "${TMPDIR:-/tmp}/parkwise-bench.XXXXXX")}"
 mkdir -p "$WORK"
 RESULTS="$WORK/results.txt"
@@ -108,17 +112,19 @@ boot() {
     vm_up "$dir" || { echo "vm-bench: boot $b: the VM did not come up"; return 1; }
     run "$b" disks "sbs_disks" &&
     run "$b" start "sbs_start c && sbs_start pw /tmp/outbox-pw" &&
-    run "$b" tmpfs "sbs_lat $EDGES $GAP" &&
-    run "$b" idle "probe idle $IDLE c,\$(cat /tmp/c.pid) pw,\$(cat /tmp/pw.pid)" &&
-    run "$b" strace "sbs_strace $((EDGES / 2)) $GAP" || { vm_down; return 1; }
-    yes > /dev/null & LOAD_PIDS+=($!)
-    yes > /dev/null & LOAD_PIDS+=($!)
-    sleep 2
-    run "$b" loaded "sbs_lat $EDGES $GAP"
-    stop_load
-    run "$b" disk "BURST=$BURST sbs_durable vda /mnt/disk $EDGES $GAP" &&
-    run "$b" sd "BURST=$BURST sbs_durable vdb /mnt/sd $EDGES $GAP" &&
-    run "$b" spawn "sbs_spawn $SPAWNS"
+    { ! phase tmpfs || run "$b" tmpfs "sbs_lat $EDGES $GAP"; } &&
+    { ! phase idle || run "$b" idle "probe idle $IDLE c,\$(cat /tmp/c.pid) pw,\$(cat /tmp/pw.pid)"; } &&
+    { ! phase strace || run "$b" strace "sbs_strace $((EDGES / 2)) $GAP"; } || { vm_down; return 1; }
+    if phase loaded; then
+        yes > /dev/null & LOAD_PIDS+=($!)
+        yes > /dev/null & LOAD_PIDS+=($!)
+        sleep 2
+        run "$b" loaded "sbs_lat $EDGES $GAP"
+        stop_load
+    fi
+    { ! phase disk || run "$b" disk "BURST=$BURST sbs_durable vda /mnt/disk $EDGES $GAP"; } &&
+    { ! phase sd || run "$b" sd "BURST=$BURST sbs_durable vdb /mnt/sd $EDGES $GAP"; } &&
+    { ! phase spawn || run "$b" spawn "sbs_spawn $SPAWNS"; }
     vm_down
     rm -f "$dir/disk.img" "$dir/sd.img" "$dir/initrd.cpio"
 }
