@@ -2,6 +2,7 @@ import ConfigFile
 import Glibc
 import ParkWiseCLI
 import ParkWiseCore
+import ParkWiseLog
 import Simulation
 
 /// For field technicians: watch every input and what the garage model makes of it, live, without
@@ -63,7 +64,7 @@ enum DiagnoseCommand {
         }
         loop: while true {
             // Garage timers: looked at every 100 ms.
-            switch inbox.next(until: Inbox.now() + 100_000_000) ?? .tick {
+            switch inbox.next(until: monotonicNanoseconds() + 100_000_000) ?? .tick {
             case .lines:
                 let batch = queue.take()
                 if batch.shed > 0 { say("\(batch.shed) line changes shed: diagnose fell behind") }

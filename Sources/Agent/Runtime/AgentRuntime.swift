@@ -65,7 +65,7 @@ final class AgentRuntime: @unchecked Sendable {
     /// Real monotonic nanoseconds now: read once per input, then the same instant for everything the input does.
     private func realNow() -> Int64 {
         if let inputReal { return inputReal }
-        let now = Inbox.now()
+        let now = monotonicNanoseconds()
         inputReal = now
         return now
     }
@@ -164,8 +164,8 @@ final class AgentRuntime: @unchecked Sendable {
         scheduleTimer()
         options.service.ready()
         // The watchdog only as often as systemd asks (half its WatchdogSec); no wake-ups at all without one.
-        if let every = options.service.watchdogInterval { watchdogDue = Inbox.now() + every.nanosecondCount }
-        if !clockSynced { clockDue = Inbox.now() + clockWait.nanosecondCount }
+        if let every = options.service.watchdogInterval { watchdogDue = monotonicNanoseconds() + every.nanosecondCount }
+        if !clockSynced { clockDue = monotonicNanoseconds() + clockWait.nanosecondCount }
         while true {
             statusInbox.answer { statusSnapshot.build() }
             if stopRequested.load(ordering: .acquiring) {
@@ -271,7 +271,7 @@ final class AgentRuntime: @unchecked Sendable {
                 // A recheck of the lines or the keepalive, if that was what was due.
                 if let edges, edges.due != nil { source.serviceHosted(revents: Array(repeating: 0, count: edges.slots.count)) }
                 if uplink?.due != nil { link.serviceHosted(revents: 0) }
-                if let deadline, deadline <= Inbox.now() { return nil }
+                if let deadline, deadline <= monotonicNanoseconds() { return nil }
             }
         }
     }
@@ -298,7 +298,7 @@ final class AgentRuntime: @unchecked Sendable {
         timer = nil
         statusDue = nil
         session.sayOffline()
-        let giveUp = Inbox.now() + options.stopGrace.nanosecondCount
+        let giveUp = monotonicNanoseconds() + options.stopGrace.nanosecondCount
         var unread = 0   // line changes still queued: never stamped nor stored, the board's levels say the rest at the next start
         var unanswered = 0   // commands: not answered once stopping
         if session.isConnected {

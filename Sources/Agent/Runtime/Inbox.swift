@@ -153,7 +153,4 @@ final class Inbox: @unchecked Sendable {
         defer { messagesDropped = 0 }
         return (messagesDropped, messagesWaiting)
     }
-
-    /// CLOCK_MONOTONIC in nanoseconds.
-    static func now() -> Int64 { monotonicNanoseconds() }
 }

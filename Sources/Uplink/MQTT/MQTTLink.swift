@@ -171,10 +171,12 @@ public final class MQTTLink: Sendable {
                         if let guest = guests.withLock({ g in defer { g = nil }; return g }) { io = guest.io }
                         break
                     }
-                    if let reason = guests.withLock({ $0?.lost }) {
-                        guests.withLock { $0 = nil }
-                        return .lost(reason, wasUp: true)
+                    let lost = guests.withLock { guest -> String? in
+                        guard let reason = guest?.lost else { return nil }
+                        guest = nil
+                        return reason
                     }
+                    if let lost { return .lost(lost, wasUp: true) }
                     _ = wakeup.wait(seconds: .infinity)
                 }
             }
