@@ -64,8 +64,10 @@ extension StopSignalTests {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
         try #require(bound == 0 && listen(listener, 4) == 0)
-        // script(1) gives the watch a terminal; its output (the escape sequences) comes back here.
-        let script = try Child("/usr/bin/script", ["-qfec", "\(agentBinary) status --watch --socket \(path)", "/dev/null"])
+        // script(1) gives the watch a terminal; its output (the escape sequences) comes back here. It runs the
+        // command through $SHELL: `exec` makes the watch script's own child whatever the shell (dash, CI's /bin/sh,
+        // would otherwise stay in between and take the signals meant for the watch).
+        let script = try Child("/usr/bin/script", ["-qfec", "exec \(agentBinary) status --watch --socket \(path)", "/dev/null"])
         defer { script.signal(SIGKILL) }
         var watch: Int32 = 0
         #expect(eventually(5) {
