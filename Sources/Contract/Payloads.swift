@@ -223,13 +223,35 @@ public enum WireJSON {
 /// ISO-8601 UTC with milliseconds, e.g. `2026-11-29T14:03:07.250Z`, computed in integers so a
 /// millisecond never rounds away.
 public enum WireTime {
+    /// "YYYY-MM-DDTHH:MM:SS.mmmZ", written digit by digit into one buffer (once or twice per event: no
+    /// interpolation, no intermediate strings).
     public static func format(unixNanoseconds ns: Int64) -> String {
         let ms = ns >= 0 ? ns / 1_000_000 : (ns - 999_999) / 1_000_000
         let days = ms >= 0 ? ms / 86_400_000 : (ms - 86_399_999) / 86_400_000
         let msOfDay = ms - days * 86_400_000
         let (year, month, day) = civil(days: days)
         let h = msOfDay / 3_600_000, m = msOfDay / 60_000 % 60, s = msOfDay / 1000 % 60, f = msOfDay % 1000
-        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(h, 2)):\(pad(m, 2)):\(pad(s, 2)).\(pad(f, 3))Z"
+        // Nanoseconds since 1970 in an Int64 lie within the years 1677-2262: always four digits.
+        return String(unsafeUninitializedCapacity: 24) { text in
+            var at = 0
+            func digits(_ value: Int64, _ width: Int, then mark: UInt8) {
+                var rest = value
+                for i in stride(from: at + width - 1, through: at, by: -1) {
+                    text[i] = UInt8(truncatingIfNeeded: 48 + rest % 10)
+                    rest /= 10
+                }
+                text[at + width] = mark
+                at += width + 1
+            }
+            digits(year, 4, then: UInt8(ascii: "-"))
+            digits(month, 2, then: UInt8(ascii: "-"))
+            digits(day, 2, then: UInt8(ascii: "T"))
+            digits(h, 2, then: UInt8(ascii: ":"))
+            digits(m, 2, then: UInt8(ascii: ":"))
+            digits(s, 2, then: UInt8(ascii: "."))
+            digits(f, 3, then: UInt8(ascii: "Z"))
+            return at
+        }
     }
 
     /// "YYYY-MM-DD" of a time in seconds: any date a certificate can carry (up to 9999-12-31), which nanoseconds

@@ -13,14 +13,18 @@ public struct Topics: Sendable, Hashable {
     public let site: String
     public let device: String
 
+    /// The device's own subtree, and the topics it publishes on with every event: built once.
+    public let prefix: String
+    public let events: String
+
     public init(site: String, device: String) {
         self.site = site
         self.device = device
+        prefix = "\(Topics.root)/\(site)/\(device)"
+        events = "\(prefix)/events"
     }
 
-    public var prefix: String { "\(Topics.root)/\(site)/\(device)" }
     public var status: String { "\(prefix)/status" }
-    public var events: String { "\(prefix)/events" }
     public var reply: String { "\(prefix)/reply" }
     public var doctor: String { "\(prefix)/doctor" }
     public var commands: String { "\(prefix)/cmd/+" }

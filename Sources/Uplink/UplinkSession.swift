@@ -49,6 +49,14 @@ public final class UplinkSession {
     public var oldestPendingSeq: UInt64? { outbox.pending.first?.event.seq }
     public var oldestPending: OutboxEntry? { outbox.pending.first }
     public var outboxCapacity: Int { outbox.capacity }
+    /// Acknowledged events whose removal is not on disk yet (it goes with the next write; see `writeRemovals`).
+    public var hasUnwrittenRemovals: Bool { outbox.hasUnwrittenRemovals }
+
+    /// Writes down the acknowledged events' removals now: when no event came to take them along for a while, and
+    /// at the stop.
+    public func writeRemovals() {
+        note(outbox.writeRemovals())
+    }
 
     /// A new retained `status` online (the same boot and session, fresher facts): published now when
     /// connected, and on every later connection.
@@ -63,7 +71,9 @@ public final class UplinkSession {
     @discardableResult
     public func accept(_ batch: [OutboxEntry]) -> [OutboxEntry] {
         guard !batch.isEmpty else { return [] }
-        let sent = Set(inFlight.values.compactMap { if case .event(let seq) = $0 { return seq } else { return nil } })
+        // What is sent and unacknowledged is spared when the outbox overflows (only then is it worth gathering).
+        let full = outbox.count + batch.count > outbox.capacity
+        let sent: Set<UInt64> = full ? Set(inFlight.values.compactMap { if case .event(let seq) = $0 { seq } else { nil } }) : []
         let (lost, failure) = outbox.append(batch, sparing: sent)
         note(failure)
         if lost.isEmpty {
@@ -173,7 +183,7 @@ public final class UplinkSession {
             switch sent {
             case .event(let seq):
                 eventsInFlight -= 1
-                note(outbox.remove(seq: seq))
+                outbox.remove(seq: seq)
                 if outbox.count < outbox.capacity { drops.ended() }
                 pump()
             case .announcement(let seq):

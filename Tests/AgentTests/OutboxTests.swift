@@ -56,13 +56,44 @@ func pendingOnDisk(_ path: String) -> (pending: [UInt64], records: Int) {
             var (outbox, problems) = try DurableOutbox.open(directory: dir, capacity: 200)
             #expect(problems.isEmpty)
             for seq in 1...5 { #expect(outbox.append(entry(UInt64(seq))).failure == nil) }
-            #expect(outbox.remove(seq: 2) == nil)
+            outbox.remove(seq: 2)
+            #expect(outbox.writeRemovals() == nil)
+            #expect(!outbox.hasUnwrittenRemovals)
         }
         let (reopened, problems) = try DurableOutbox.open(directory: dir, capacity: 200)
         #expect(problems.isEmpty)
         #expect(reopened.pending.map(\.event.seq) == [1, 3, 4, 5])
         #expect(reopened.pending[0] == entry(1))
         #expect(pendingOnDisk(dir + "/outbox.log").pending == [1, 3, 4, 5])
+    }
+
+    /// An acknowledgement writes nothing by itself: its removal goes with the next event's write (one write and
+    /// one sync for both). Lost in a crash before that, it only means the event comes back, whole, to be sent
+    /// once more (same id and seq); nothing pending is ever lost.
+    @Test func aRemovalGoesWithTheNextWriteAndIfLostTheEventComesBack() throws {
+        let dir = temporaryDirectory().path
+        let log = dir + "/outbox.log"
+        do {
+            var (outbox, _) = try DurableOutbox.open(directory: dir, capacity: 200)
+            for seq in 1...3 { #expect(outbox.append(entry(UInt64(seq))).failure == nil) }
+            outbox.remove(seq: 1)
+            #expect(outbox.pending.map(\.event.seq) == [2, 3])
+            #expect(outbox.hasUnwrittenRemovals)
+            #expect(pendingOnDisk(log).records == 3, "the acknowledgement wrote nothing")
+        }
+        // A crash here: the acknowledged event is still in the file.
+        var (outbox, _) = try DurableOutbox.open(directory: dir, capacity: 200)
+        #expect(outbox.pending.map(\.event.seq) == [1, 2, 3])
+        #expect(outbox.pending[0] == entry(1))
+        outbox.remove(seq: 1)
+        outbox.remove(seq: 3)
+        #expect(outbox.append(entry(4)).failure == nil)
+        #expect(!outbox.hasUnwrittenRemovals)
+        let onDisk = pendingOnDisk(log)
+        #expect(onDisk.pending == [2, 4])
+        #expect(onDisk.records == 6, "two removals and the new event in one write: \(onDisk.records) records")
+        let (reopened, _) = try DurableOutbox.open(directory: dir, capacity: 200)
+        #expect(reopened.pending.map(\.event.seq) == [2, 4])
     }
 
     /// Records are written over a zeroed reserve the file already has, so the file keeps its size while events
@@ -77,13 +108,14 @@ func pendingOnDisk(_ path: String) -> (pending: [UInt64], records: Int) {
         let first = size()
         #expect(first >= 65_536, "a reserve follows the first record: \(first) bytes")
         for seq in 2...20 { #expect(outbox.append(entry(UInt64(seq))).failure == nil) }
-        #expect(outbox.remove(seq: 1) == nil)
+        outbox.remove(seq: 1)
         #expect(size() == first, "records went into the reserve")
         // Past several reserves and compactions, with some events left pending.
         for seq in 21...2000 {
             #expect(outbox.append(entry(UInt64(seq))).failure == nil)
-            if seq % 7 != 0 { #expect(outbox.remove(seq: UInt64(seq)) == nil) }
+            if seq % 7 != 0 { outbox.remove(seq: UInt64(seq)) }
         }
+        #expect(outbox.writeRemovals() == nil)
         let expected = outbox.pending.map(\.event.seq)
         #expect(expected.count > 100, "some events stay pending: \(expected.count)")
         #expect(pendingOnDisk(log).pending == expected)
@@ -208,8 +240,9 @@ func pendingOnDisk(_ path: String) -> (pending: [UInt64], records: Int) {
         var (outbox, _) = try DurableOutbox.open(directory: dir, capacity: 10)
         for seq in 1...1000 {
             _ = outbox.append(entry(UInt64(seq)))
-            _ = outbox.remove(seq: UInt64(seq))
+            outbox.remove(seq: UInt64(seq))
         }
+        #expect(outbox.writeRemovals() == nil)
         let onDisk = pendingOnDisk(dir + "/outbox.log")
         #expect(onDisk.pending.isEmpty)
         #expect(onDisk.records <= 2 * 10 + 2)

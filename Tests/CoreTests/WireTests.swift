@@ -7,6 +7,10 @@ import Testing
         #expect(WireTime.format(unixNanoseconds: 1_764_424_987_250_999_999) == "2025-11-29T14:03:07.250Z")
         #expect(WireTime.format(unixNanoseconds: 951_782_400_001_000_000) == "2000-02-29T00:00:00.001Z")
         #expect(WireTime.format(unixNanoseconds: 4_107_542_399_999_000_000) == "2100-02-28T23:59:59.999Z")
+        // Before 1970 the millisecond rounds down, and the ends of the nanosecond range keep four-digit years.
+        #expect(WireTime.format(unixNanoseconds: -1) == "1969-12-31T23:59:59.999Z")
+        #expect(WireTime.format(unixNanoseconds: .max) == "2262-04-11T23:47:16.854Z")
+        #expect(WireTime.format(unixNanoseconds: .min + 1_000_000) == "1677-09-21T00:12:43.146Z")
     }
 
     @Test func topics() {

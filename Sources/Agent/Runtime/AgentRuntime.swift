@@ -34,6 +34,9 @@ final class AgentRuntime: @unchecked Sendable {
     private var garage: Garage
     private var stamper: EventStamper
     private let topics: Topics
+    /// Each spot's and level's retained state topic, by index (built once, not per publish).
+    private let spotTopics: [String]
+    private let levelTopics: [String]
     private let session: UplinkSession
     private let link: MQTTLink
     private let inbox = Inbox()
@@ -61,6 +64,8 @@ final class AgentRuntime: @unchecked Sendable {
     /// CLOCK_MONOTONIC as read for the input at hand: the clock is read at most once per input, and only when
     /// something needs it (see `realNow()`).
     private var inputReal: Int64?
+    /// The descriptors the loop watches besides its inbox: the hosted lines and broker socket (kept between waits).
+    private var watching: [pollfd] = []
 
     /// Real monotonic nanoseconds now: read once per input, then the same instant for everything the input does.
     private func realNow() -> Int64 {
@@ -85,6 +90,8 @@ final class AgentRuntime: @unchecked Sendable {
         stamper = EventStamper(state: try DeviceState(directory: config.outbox.path), clock: clock,
                                kernelBoot: EventStamper.readKernelBoot())
         topics = Topics(site: config.site, device: config.device)
+        spotTopics = config.spots.map { [topics] in topics.spot($0.id) }
+        levelTopics = config.levels.map { [topics] in topics.level($0.id) }
         lineQueue = LineQueue(bound: options.lineQueueBound) { [inbox] in inbox.post(.lines) }
         let offline = WireJSON.encode(StatusPayload(state: "offline", boot: stamper.state.boot))
         var settings = LinkSettings(
@@ -173,7 +180,7 @@ final class AgentRuntime: @unchecked Sendable {
                 return stop(exitCode: ExitCode.success)
             }
             inputReal = nil
-            let next = nextInput(until: [timer?.real, watchdogDue, clockDue, shedDue, statusDue].compactMap { $0 }.min())
+            let next = nextInput(until: earliest(timer?.real, watchdogDue, clockDue, shedDue, statusDue, removalsDue))
             inputReal = nil
             guard let input = next ?? due() else { continue }
             switch input {
@@ -191,6 +198,9 @@ final class AgentRuntime: @unchecked Sendable {
                 if let due = shedDue, due <= realNow() {
                     declareShed()
                     flush()
+                }
+                if let due = removalsDue, due <= realNow() {
+                    session.writeRemovals()
                 }
                 if let due = watchdogDue, let every = options.service.watchdogInterval, due <= realNow() {
                     options.service.alive()   // the watchdog is fed by the event loop itself
@@ -244,7 +254,30 @@ final class AgentRuntime: @unchecked Sendable {
                 statusSchedule.woke()
             }
             refreshStatus()
+            scheduleRemovals()
         }
+    }
+
+    /// Acknowledged events' removals wait for the next event's write; when none comes within
+    /// `removalsWait`, they are written alone (a deadline only while some wait: nothing wakes an idle loop).
+    private func scheduleRemovals() {
+        if !session.hasUnwrittenRemovals {
+            removalsDue = nil
+        } else if removalsDue == nil {
+            removalsDue = realNow() + AgentRuntime.removalsWait.nanosecondCount
+        }
+    }
+
+    static let removalsWait = Duration.seconds(2)
+
+    /// The earliest of some deadlines (nil: none), without building an array for it on every input.
+    private func earliest(_ a: Int64?, _ b: Int64?, _ c: Int64?, _ d: Int64?, _ e: Int64?, _ f: Int64?) -> Int64? {
+        func min(_ x: Int64?, _ y: Int64?) -> Int64? {
+            guard let x else { return y }
+            guard let y else { return x }
+            return Swift.min(x, y)
+        }
+        return min(min(min(a, b), min(c, d)), min(e, f))
     }
 
     /// The next input; nil once `deadline` has passed. While the link's live connection is hosted here, its socket
@@ -254,10 +287,13 @@ final class AgentRuntime: @unchecked Sendable {
         while true {
             let edges = source.hostedPoll()
             let uplink = link.hostedPoll()
-            var watching = edges?.slots ?? []
+            watching.removeAll(keepingCapacity: true)
+            if let edges { watching.append(contentsOf: edges.slots) }
             if let uplink { watching.append(pollfd(fd: uplink.fd, events: uplink.events, revents: 0)) }
-            let until = [deadline, edges?.due.map { $0 * 1_000_000 }, uplink?.due.map { $0 * 1_000_000 }]
-                .compactMap { $0 }.min()
+            var until = deadline
+            for due in [edges?.due, uplink?.due] {
+                if let due, until.map({ due * 1_000_000 < $0 }) ?? true { until = due * 1_000_000 }
+            }
             switch inbox.wait(until: until, watching: watching) {
             case .input(let input):
                 return input
@@ -282,7 +318,7 @@ final class AgentRuntime: @unchecked Sendable {
         let now = realNow()
         if let timer, timer.real <= now { return .tick }
         if let statusDue, statusDue <= now { return .statusDue }
-        if [watchdogDue, clockDue, shedDue].contains(where: { $0.map { $0 <= now } ?? false }) { return .housekeeping }
+        if [watchdogDue, clockDue, shedDue, removalsDue].contains(where: { $0.map { $0 <= now } ?? false }) { return .housekeeping }
         return nil
     }
 
@@ -329,6 +365,7 @@ final class AgentRuntime: @unchecked Sendable {
         unanswered += commandsWaiting.count
         while let input = inbox.next(until: 0) { if case .uplink(.message) = input { unanswered += 1 } }
         if unanswered > 0 { Log.info("commands left unanswered at the stop", ["commands": unanswered]) }
+        session.writeRemovals()
         link.stop()
         stamper.state.settle(oldestPending: session.oldestPendingSeq)
         stamper.state.stoppedCleanly()
@@ -431,6 +468,8 @@ final class AgentRuntime: @unchecked Sendable {
     private var unannouncedShed: (count: Int, inputs: Set<Int>) = (0, [])
     private var shedDeclaredAt: Int64?
     private var shedDue: Int64?
+    /// When acknowledged events' removals are written if no event took them along (see `scheduleRemovals`).
+    private var removalsDue: Int64?
 
     private func declareShed() {
         shedDue = nil
@@ -451,11 +490,11 @@ final class AgentRuntime: @unchecked Sendable {
         let changed = garage.takeChanged()
         for s in changed.spots {
             let spot = garage.spot(s)
-            session.setRetained(topic: topics.spot(spot.id), payload: WireJSON.encode(stamper.spotState(spot)))
+            session.setRetained(topic: spotTopics[s], payload: WireJSON.encode(stamper.spotState(spot)))
         }
         for l in changed.levels {
             let level = garage.level(l)
-            session.setRetained(topic: topics.level(level.id), payload: WireJSON.encode(stamper.levelState(level)))
+            session.setRetained(topic: levelTopics[l], payload: WireJSON.encode(stamper.levelState(level)))
         }
     }
 
@@ -535,19 +574,25 @@ final class AgentRuntime: @unchecked Sendable {
     /// Republishes the retained status when its facts changed, at most once per `mqtt.status_every` (a deadline
     /// the loop sleeps until, not a timer).
     private func refreshStatus() {
-        let snapshot = statusSnapshot
-        switch statusSchedule.decide(snapshot.health, connected: session.isConnected, now: realNow) {
+        switch statusSchedule.decide(statusHealth, connected: session.isConnected, now: realNow) {
         case .nothing:
             break
         case .publishNow:
-            publishStatus(snapshot)
+            publishStatus(statusSnapshot)
         case .wake(let delay):
             statusDue = realNow() + delay.nanosecondCount
         }
     }
 
+    /// The retained status's changing facts, read in place: this runs after every input, so no snapshot is built.
+    private var statusHealth: StatusPayload.Health {
+        StatusPayload.Health(outboxDepth: session.outboxCount,
+                             clock: StatusSnapshot.clockState(scaled: clock.isScaled, synced: clockSynced),
+                             faultedInputs: garage.faultedInputCount, reconnects: tracker.reconnects)
+    }
+
     private func publishStatus(_ snapshot: StatusSnapshot) {
-        let health = snapshot.health
+        let health = statusHealth
         session.updateStatus(session.birth.with(health, uptimeSeconds: Int(tracker.uptimeSeconds),
                                                 outboxOldestAgeSeconds: snapshot.oldestAgeSeconds.map { Int($0) }))
         statusSchedule.didPublish(health, at: realNow())

@@ -9,20 +9,29 @@ struct EventID {
 
     mutating func next() -> String {
         if used + 16 > pool.count { refill() }
-        var bytes = pool[used..<(used + 16)].map { $0 }
+        let start = used
         used += 16
-        bytes[6] = bytes[6] & 0x0F | 0x40   // version 4
-        bytes[8] = bytes[8] & 0x3F | 0x80   // RFC 4122 variant
-        let hex = Array("0123456789abcdef".utf8)
-        var text = [UInt8]()
-        text.reserveCapacity(36)
-        for (i, byte) in bytes.enumerated() {
-            if i == 4 || i == 6 || i == 8 || i == 10 { text.append(UInt8(ascii: "-")) }
-            text.append(hex[Int(byte >> 4)])
-            text.append(hex[Int(byte & 0x0F)])
+        pool[start + 6] = pool[start + 6] & 0x0F | 0x40   // version 4
+        pool[start + 8] = pool[start + 8] & 0x3F | 0x80   // RFC 4122 variant
+        return pool.withUnsafeBufferPointer { random in
+            String(unsafeUninitializedCapacity: 36) { text in
+                var at = 0
+                for i in 0..<16 {
+                    if i == 4 || i == 6 || i == 8 || i == 10 {
+                        text[at] = UInt8(ascii: "-")
+                        at += 1
+                    }
+                    let byte = random[start + i]
+                    text[at] = EventID.hex(byte >> 4)
+                    text[at + 1] = EventID.hex(byte & 0x0F)
+                    at += 2
+                }
+                return at
+            }
         }
-        return String(decoding: text, as: UTF8.self)
     }
+
+    private static func hex(_ nibble: UInt8) -> UInt8 { nibble < 10 ? 48 + nibble : 87 + nibble }
 
     private mutating func refill() {
         var filled = 0

@@ -28,6 +28,8 @@ final class Inbox: @unchecked Sendable {
     private var messagesDropped = 0
     /// Inputs taken one after the other without looking at the watched descriptor (the loop's thread only).
     private var takenInARow = 0
+    /// What a wait polls: the wakeup, then the watched descriptors (the loop's thread only; kept between waits).
+    private var slots: [pollfd] = []
     /// Signalled by a post while the loop waits (nil: out of descriptors; the loop then looks every 10 ms).
     private let wakeup = LinkWakeup()
 
@@ -83,7 +85,6 @@ final class Inbox: @unchecked Sendable {
     /// nanoseconds) passed. Inputs come first, in order, but under a backlog the descriptors are looked at every
     /// `fairness` inputs. From the loop's thread only.
     func wait(until deadline: Int64?, watching: [pollfd]) -> Wake {
-        var slots = [pollfd(fd: wakeup?.fd ?? -1, events: Int16(POLLIN), revents: 0)] + watching
         while true {
             pthread_mutex_lock(mutex)
             if head < items.count {
@@ -113,6 +114,9 @@ final class Inbox: @unchecked Sendable {
                 timeout = Int32(clamping: (left + 999_999) / 1_000_000)
             }
             if wakeup == nil { timeout = timeout < 0 ? 10 : min(timeout, 10) }
+            slots.removeAll(keepingCapacity: true)
+            slots.append(pollfd(fd: wakeup?.fd ?? -1, events: Int16(POLLIN), revents: 0))
+            slots.append(contentsOf: watching)
             let ready = poll(&slots, nfds_t(slots.count), timeout)
             if slots[0].revents != 0 { wakeup?.drain() }
             let posted = stopWaiting()

@@ -17,7 +17,9 @@ struct StatusSnapshot {
     let mode: String?
     let clockSynced: Bool
 
-    var clockState: String { stamper.clock.isScaled ? "simulated" : clockSynced ? "synced" : "unsynced" }
+    var clockState: String { Self.clockState(scaled: stamper.clock.isScaled, synced: clockSynced) }
+
+    static func clockState(scaled: Bool, synced: Bool) -> String { scaled ? "simulated" : synced ? "synced" : "unsynced" }
 
     /// The outbox's oldest pending event's age in seconds (nil: none, or from before the machine's last boot).
     var oldestAgeSeconds: Double? {
@@ -25,12 +27,6 @@ struct StatusSnapshot {
         return max(0, Double(stamper.clock.now().nanoseconds - oldest.atMonotonic) / 1e9)
     }
 
-    /// The retained status's changing facts.
-    var health: StatusPayload.Health {
-        StatusPayload.Health(outboxDepth: session.outboxCount, clock: clockState,
-                             faultedInputs: garage.faultedInputCount,
-                             reconnects: tracker.reconnects)
-    }
 
     func build() -> AgentStatus {
         let now = stamper.clock.now()

@@ -11,6 +11,10 @@ public struct DurableOutbox: Outbox {
     private var deadRecords: Int
     /// A write failed: some events are in memory only, until a rewrite puts them all on disk.
     private var degraded = false
+    /// Acknowledged events whose removal records are not in the file yet: they go with the next write (an
+    /// append's, a compaction, or `writeRemovals()`), so an acknowledgement costs no write of its own. Lost in a
+    /// crash, they only mean those events are sent once more, same id and seq.
+    private var removalsUnwritten: [UInt64] = []
     /// Seqs the file lost before this start (damage, or more events than the capacity): the
     /// caller declares them dropped.
     public private(set) var lostAtOpen: [ClosedRange<UInt64>] = []
@@ -56,24 +60,47 @@ public struct DurableOutbox: Outbox {
     /// event of the batch that is given up at once is not written at all.
     public mutating func append(_ batch: [OutboxEntry], sparing: Set<UInt64>) -> (dropped: [OutboxEntry], failure: UplinkError?) {
         let dropped = OverflowPolicy.admit(batch, into: &entries, capacity: capacity, sparing: sparing)
-        let batchSeqs = Set(batch.map(\.event.seq)), droppedSeqs = Set(dropped.map(\.event.seq))
-        let removals = dropped.filter { !batchSeqs.contains($0.event.seq) }
-        let records = removals.map { OutboxLog.Record(del: $0.event.seq) }
-            + batch.filter { !droppedSeqs.contains($0.event.seq) }.map { OutboxLog.Record(add: $0) }
+        var removals: [OutboxEntry] = []
+        var records = removalsUnwritten.map { OutboxLog.Record(del: $0) }
+        if dropped.isEmpty {
+            records += batch.map { OutboxLog.Record(add: $0) }
+        } else {
+            let batchSeqs = Set(batch.map(\.event.seq)), droppedSeqs = Set(dropped.map(\.event.seq))
+            removals = dropped.filter { !batchSeqs.contains($0.event.seq) }
+            records += removals.map { OutboxLog.Record(del: $0.event.seq) }
+                + batch.filter { !droppedSeqs.contains($0.event.seq) }.map { OutboxLog.Record(add: $0) }
+        }
         guard !records.isEmpty else { return (dropped, nil) }
-        return (dropped, write { (log) throws(UplinkError) in try log.append(records, sync: true) } ?? settle(dead: 2 * removals.count))
+        let acknowledged = removalsUnwritten.count
+        if let failure = write({ (log) throws(UplinkError) in try log.append(records, sync: true) }) { return (dropped, failure) }
+        removalsUnwritten = []
+        return (dropped, settle(dead: 2 * (removals.count + acknowledged)))
     }
 
-    public mutating func remove(seq: UInt64) -> UplinkError? {
-        guard let i = entries.firstIndex(where: { $0.event.seq == seq }) else { return nil }
+    /// The event leaves; its removal record waits for the next write (see `removalsUnwritten`).
+    public mutating func remove(seq: UInt64) {
+        guard let i = entries.firstIndex(where: { $0.event.seq == seq }) else { return }
         entries.remove(at: i)
-        // Not synced: a removal lost in a crash only means the event is sent once more (same id).
-        return write { (log) throws(UplinkError) in try log.append([OutboxLog.Record(del: seq)], sync: false) } ?? settle(dead: 2)
+        removalsUnwritten.append(seq)
+    }
+
+    public var hasUnwrittenRemovals: Bool { !removalsUnwritten.isEmpty }
+
+    /// Writes the removals waiting for a write, alone (not synced: lost in a crash they only mean events sent
+    /// once more). For a quiet moment after acknowledgements, and the stop.
+    public mutating func writeRemovals() -> UplinkError? {
+        guard !removalsUnwritten.isEmpty else { return nil }
+        let records = removalsUnwritten.map { OutboxLog.Record(del: $0) }
+        if let failure = write({ (log) throws(UplinkError) in try log.append(records, sync: false) }) { return failure }
+        removalsUnwritten = []
+        return settle(dead: 2 * records.count)
     }
 
     public mutating func replaceAll(_ replacement: [OutboxEntry]) -> UplinkError? {
         entries = replacement
-        return write { (log) throws(UplinkError) in try log.rewrite(replacement) } ?? settle(dead: -deadRecords)
+        if let failure = write({ (log) throws(UplinkError) in try log.rewrite(replacement) }) { return failure }
+        removalsUnwritten = []
+        return settle(dead: -deadRecords)
     }
 
     /// Runs a write; on failure the outbox is degraded (memory holds what the disk misses).
@@ -83,6 +110,7 @@ public struct DurableOutbox: Outbox {
             do { try log.rewrite(entries) } catch { return error }
             degraded = false
             deadRecords = 0
+            removalsUnwritten = []
             return nil
         }
         do { try body(log) } catch {
@@ -106,5 +134,6 @@ public struct DurableOutbox: Outbox {
     private mutating func compact() throws(UplinkError) {
         try log.rewrite(entries)
         deadRecords = 0
+        removalsUnwritten = []
     }
 }

@@ -13,8 +13,13 @@ public protocol Outbox {
     /// left; possibly some of the batch itself), and what failed if the batch could not be stored
     /// on disk (it is then kept in memory).
     mutating func append(_ batch: [OutboxEntry], sparing: Set<UInt64>) -> (dropped: [OutboxEntry], failure: UplinkError?)
-    /// Removes the event with this sequence number after the broker acknowledged it.
-    mutating func remove(seq: UInt64) -> UplinkError?
+    /// Removes the event with this sequence number after the broker acknowledged it. On disk the removal may wait
+    /// for the next write (see `writeRemovals`).
+    mutating func remove(seq: UInt64)
+    /// Removals not yet written down: true until the next write or `writeRemovals()`.
+    var hasUnwrittenRemovals: Bool { get }
+    /// Writes down the removals that wait for a write.
+    mutating func writeRemovals() -> UplinkError?
     /// Replaces every pending entry (same events, in the same order, e.g. with corrected times).
     mutating func replaceAll(_ entries: [OutboxEntry]) -> UplinkError?
 }
@@ -33,15 +38,17 @@ public struct MemoryOutbox: Outbox {
         (OverflowPolicy.admit(batch, into: &events, capacity: capacity, sparing: sparing), nil)
     }
 
-    public mutating func remove(seq: UInt64) -> UplinkError? {
+    public mutating func remove(seq: UInt64) {
         if let i = events.firstIndex(where: { $0.event.seq == seq }) { events.remove(at: i) }
-        return nil
     }
 
     public mutating func replaceAll(_ entries: [OutboxEntry]) -> UplinkError? {
         events = entries
         return nil
     }
+
+    public var hasUnwrittenRemovals: Bool { false }
+    public mutating func writeRemovals() -> UplinkError? { nil }
 }
 
 extension Outbox {
