@@ -23,6 +23,28 @@ public func monotonicNanoseconds() -> Int64 {
     return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
 }
 
+/// CLOCK_MONOTONIC_COARSE in nanoseconds: the monotonic clock as of the last timer tick, behind by less than
+/// `coarseClockResolution`. The vDSO answers it without a system call whatever the clocksource (a board or VM whose
+/// clocksource the vDSO cannot read makes every CLOCK_MONOTONIC read a system call): for keepalives, deadlines
+/// seconds away, and to know whether a deadline is near enough to need the precise clock.
+public func coarseMonotonicNanoseconds() -> Int64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts)
+    return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
+}
+
+/// The same in milliseconds.
+public func coarseMonotonicMilliseconds() -> Int64 {
+    coarseMonotonicNanoseconds() / 1_000_000
+}
+
+/// How far the coarse clock may be behind the precise one (one timer tick: 1-10 ms), in nanoseconds.
+public let coarseClockResolution: Int64 = {
+    var ts = timespec()
+    guard clock_getres(CLOCK_MONOTONIC_COARSE, &ts) == 0 else { return 10_000_000 }
+    return max(1, Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec))
+}()
+
 /// Sleeps the calling (dedicated) thread.
 public func sleepThread(microseconds: UInt32) {
     _ = usleep(microseconds)

@@ -36,13 +36,24 @@ struct AgentClock: Sendable {
     /// for the batch at hand, `offset`), so a clock NTP has just set is used for every event not yet sent.
     func wallNanoseconds(at instant: MonotonicInstant, offset: Int64? = nil) -> Int64 {
         if isScaled { return wallOrigin + (instant.nanoseconds - realOrigin) }
-        return instant.nanoseconds + (offset ?? AgentClock.read(CLOCK_REALTIME) - AgentClock.read(CLOCK_MONOTONIC))
+        return instant.nanoseconds + (offset ?? AgentClock.wallOffset())
     }
 
-    /// The wall clock's offset from the monotonic one, given CLOCK_MONOTONIC as just read by the caller: one clock
-    /// read, for a whole batch of events stamped together (nil on a scaled clock, which needs none).
-    func wallOffset(real: Int64) -> Int64? {
-        isScaled ? nil : AgentClock.read(CLOCK_REALTIME) - real
+    /// The wall clock's offset from the monotonic one now, for a whole batch of events stamped together (nil on a
+    /// scaled clock, which needs none).
+    func wallOffsetNow() -> Int64? {
+        isScaled ? nil : AgentClock.wallOffset()
+    }
+
+    /// CLOCK_REALTIME minus CLOCK_MONOTONIC, from their coarse versions: both are the kernel's time at the last tick,
+    /// so their difference is the offset itself, as exact as the precise clocks' (a step of the wall clock shows at
+    /// once), and the vDSO reads them without a system call. Read again if a tick came between the two.
+    private static func wallOffset() -> Int64 {
+        while true {
+            let monotonic = read(CLOCK_MONOTONIC_COARSE)
+            let wall = read(CLOCK_REALTIME_COARSE)
+            if read(CLOCK_MONOTONIC_COARSE) == monotonic { return wall - monotonic }
+        }
     }
 
     /// Whether the kernel says NTP has synchronised the wall clock (adjtimex).

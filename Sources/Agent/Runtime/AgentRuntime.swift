@@ -264,7 +264,7 @@ final class AgentRuntime: @unchecked Sendable {
         if !session.hasUnwrittenRemovals {
             removalsDue = nil
         } else if removalsDue == nil {
-            removalsDue = realNow() + AgentRuntime.removalsWait.nanosecondCount
+            removalsDue = coarseMonotonicNanoseconds() + AgentRuntime.removalsWait.nanosecondCount
         }
     }
 
@@ -381,7 +381,7 @@ final class AgentRuntime: @unchecked Sendable {
         checkClock()
         // One wall-clock read for every time this batch stamps or publishes (a nested flush keeps it).
         let outermost = stamper.wallOffset == nil
-        if outermost { stamper.wallOffset = clock.wallOffset(real: realNow()) }
+        if outermost { stamper.wallOffset = clock.wallOffsetNow() }
         defer { if outermost { stamper.wallOffset = nil } }
         stamper.state.settle(oldestPending: session.oldestPendingSeq)
         // In seq order (device events were stamped when they happened, before this batch's garage events).
@@ -437,7 +437,7 @@ final class AgentRuntime: @unchecked Sendable {
     /// When NTP sets the clock, events still waiting get their true times. The kernel is asked at most once a
     /// second (`force`: now), not once per event.
     private func checkClock(force: Bool = false) {
-        let now = instantNow
+        let now = clock.instant(real: coarseMonotonicNanoseconds())
         if !force, let last = clockReadAt, now - last < .seconds(1) * clock.speed { return }
         clockReadAt = now
         let synced = stamper.clockSynchronized
@@ -574,13 +574,13 @@ final class AgentRuntime: @unchecked Sendable {
     /// Republishes the retained status when its facts changed, at most once per `mqtt.status_every` (a deadline
     /// the loop sleeps until, not a timer).
     private func refreshStatus() {
-        switch statusSchedule.decide(statusHealth, connected: session.isConnected, now: realNow) {
+        switch statusSchedule.decide(statusHealth, connected: session.isConnected, now: coarseMonotonicNanoseconds) {
         case .nothing:
             break
         case .publishNow:
             publishStatus(statusSnapshot)
         case .wake(let delay):
-            statusDue = realNow() + delay.nanosecondCount
+            statusDue = coarseMonotonicNanoseconds() + delay.nanosecondCount
         }
     }
 
@@ -595,6 +595,6 @@ final class AgentRuntime: @unchecked Sendable {
         let health = statusHealth
         session.updateStatus(session.birth.with(health, uptimeSeconds: Int(tracker.uptimeSeconds),
                                                 outboxOldestAgeSeconds: snapshot.oldestAgeSeconds.map { Int($0) }))
-        statusSchedule.didPublish(health, at: realNow())
+        statusSchedule.didPublish(health, at: coarseMonotonicNanoseconds())
     }
 }

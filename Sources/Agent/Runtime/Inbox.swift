@@ -103,13 +103,21 @@ final class Inbox: @unchecked Sendable {
             takenInARow = 0
             waiting = true
             pthread_mutex_unlock(mutex)
-            // Until the deadline, rounded up to whole milliseconds (the clock is read only when there is one).
+            // Until the deadline, rounded up to whole milliseconds (a clock is read only when there is one). A deadline
+            // well ahead is timed by the coarse clock, which costs no system call: the wait is shortened by the most
+            // that clock can be behind, so it never ends late, and a wait that ended early looks again. Only a
+            // deadline that near is timed by the precise clock.
             var timeout: Int32 = -1
+            var early = false
             if let deadline {
-                let left = deadline - monotonicNanoseconds()
-                if left <= 0 {
-                    if stopWaiting() { continue }
-                    return .deadline
+                var left = deadline - coarseMonotonicNanoseconds() - coarseClockResolution
+                early = left > coarseClockResolution
+                if !early {
+                    left = deadline - monotonicNanoseconds()
+                    if left <= 0 {
+                        if stopWaiting() { continue }
+                        return .deadline
+                    }
                 }
                 timeout = Int32(clamping: (left + 999_999) / 1_000_000)
             }
@@ -121,7 +129,7 @@ final class Inbox: @unchecked Sendable {
             if slots[0].revents != 0 { wakeup?.drain() }
             let posted = stopWaiting()
             if ready > 0 && slots.dropFirst().contains(where: { $0.revents != 0 }) { return .watched(Array(slots.dropFirst())) }
-            if posted || ready != 0 || wakeup == nil { continue }
+            if posted || ready != 0 || wakeup == nil || early { continue }
             return .deadline
         }
     }
