@@ -1,4 +1,6 @@
-import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import ParkWiseCore
 
 /// Reads an installer's config file from disk and validates it.
@@ -11,19 +13,42 @@ public enum ConfigFile {
     /// The file's YAML as a `ConfigNode` tree, for other readers (the bridge's config); the same
     /// file:line:col problems as `load`.
     public static func tree(path: String) throws(ConfigIssues) -> ConfigNode {
-        let files = FileManager.default
-        var isDirectory = false
-        let problem: String? =
-            !files.fileExists(atPath: path, isDirectory: &isDirectory) ? "no such file"
-            : isDirectory ? "it is a directory"
-            : !files.isReadableFile(atPath: path) ? "permission denied" : nil
-        guard problem == nil, let data = try? Data(contentsOf: URL(fileURLWithPath: path)) else {
+        switch read(path) {
+        case .success(let bytes):
+            return try YAMLParser.parse(bytes, file: path)
+        case .failure(let problem):
             throw ConfigIssues([ConfigIssue(file: path, mark: Mark(line: 1, column: 1),
-                                            message: "cannot read the config file: \(problem ?? "read error")",
+                                            message: "cannot read the config file: \(problem.text)",
                                             hint: "check the path, and that the agent's user may read the file")])
         }
-        return try YAMLParser.parse(Array(data), file: path)
     }
+
+    /// What kept a file from being read, in an installer's words.
+    struct ReadProblem: Error {
+        let text: String
+    }
+
+    /// The file's bytes, read with plain system calls (a config is read at every start: no URL, no FileManager).
+    static func read(_ path: String) -> Result<[UInt8], ReadProblem> {
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            return .failure(ReadProblem(text: errno == ENOENT || errno == ENOTDIR ? "no such file" : errnoText()))
+        }
+        if info.st_mode & S_IFMT == S_IFDIR { return .failure(ReadProblem(text: "it is a directory")) }
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return .failure(ReadProblem(text: errno == EACCES ? "permission denied" : errnoText())) }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 16384)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { return n == 0 ? .success(bytes) : .failure(ReadProblem(text: "read error: \(errnoText())")) }
+            bytes.append(contentsOf: chunk[..<n])
+        }
+    }
+
+    private static func errnoText() -> String { String(cString: strerror(errno)) }
 
     public static func parse(_ bytes: [UInt8], file: String) throws(ConfigIssues) -> AgentConfig {
         let root = try YAMLParser.parse(bytes, file: file)
@@ -33,9 +58,9 @@ public enum ConfigFile {
     /// A stable fingerprint of the file's bytes (FNV-1a 64), announced in the birth message so a
     /// backend can tell which config a device runs.
     public static func hash(path: String) -> String? {
-        guard let data = try? Data(contentsOf: URL(fileURLWithPath: path)) else { return nil }
+        guard case .success(let bytes) = read(path) else { return nil }
         var h: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in data { h = (h ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        for byte in bytes { h = (h ^ UInt64(byte)) &* 0x100_0000_01b3 }
         let hex = String(h, radix: 16)
         return String(repeating: "0", count: 16 - hex.count) + hex
     }

@@ -159,6 +159,13 @@ spots:
         } catch {
             #expect(error.issues.first?.message == "cannot read the config file: no such file")
         }
+        do {
+            _ = try ConfigFile.load(path: "/tmp")
+            Issue.record("expected failure")
+        } catch {
+            #expect(error.issues.first?.message == "cannot read the config file: it is a directory")
+            #expect(error.issues.first?.description.contains("/tmp:1:1") == true, "\(error)")
+        }
     }
 
     @Test func durations() {

@@ -33,7 +33,7 @@ enum RunCommand {
         let early = EarlyStop()
         StopSignals.handle(onStop: { early.asked.store(true, ordering: .releasing) })
         let path = args.option("config")!
-        if args.flag("verbose") || ProcessInfo.processInfo.environment["PARKWISE_LOG"] == "debug" { Log.threshold = .debug }
+        if args.flag("verbose") || Environment.value("PARKWISE_LOG") == "debug" { Log.threshold = .debug }
         var config: AgentConfig
         do { config = try ConfigFile.load(path: path) } catch {
             printError(error.description)
@@ -77,7 +77,7 @@ enum RunCommand {
         do {
             runtime = try AgentRuntime(config: config, source: source, clock: clock, credentials: credentials,
                                        options: .init(configHash: ConfigFile.hash(path: path), mode: source.mode,
-                                                     service: ServiceNotifier(environment: ProcessInfo.processInfo.environment),
+                                                     service: ServiceNotifier(environment: Environment.values(ServiceNotifier.variables)),
                                                      lineQueueBound: lineQueue))
         } catch {
             // Restarting cannot heal a count at its end: exit as for a config error, which systemd does not restart.
@@ -86,7 +86,7 @@ enum RunCommand {
         }
         StopSignals.handle(onStop: { runtime.requestStop() })
         if early.asked.load(ordering: .acquiring) { runtime.requestStop() }
-        let statusPath = StatusSocket.path(runtimeDirectory: ProcessInfo.processInfo.environment["RUNTIME_DIRECTORY"],
+        let statusPath = StatusSocket.path(runtimeDirectory: Environment.value("RUNTIME_DIRECTORY"),
                                            outboxPath: config.outbox.path)
         let statusServer = StatusServer.start(path: statusPath) { runtime.requestStatus($0) }
         let code = runtime.run()

@@ -10,6 +10,8 @@ final class ServiceNotifier: Sendable {
     private let fd: Int32
     /// How often to feed the watchdog (half of `$WATCHDOG_USEC`), nil when systemd watches nothing.
     let watchdogInterval: Duration?
+    /// The environment variables it reads.
+    static let variables = ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"]
 
     init(environment: [String: String]) {
         var address = sockaddr_un()

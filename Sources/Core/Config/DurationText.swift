@@ -50,7 +50,20 @@ extension Duration {
 }
 
 extension StringProtocol {
+    /// Without leading and trailing spaces and tabs (looked for byte by byte: this runs for every duration and
+    /// input name read, at start and for every line of a trace).
     var trimmingSpaces: String {
-        String(drop(while: { $0 == " " || $0 == "\t" }).reversed().drop(while: { $0 == " " || $0 == "\t" }).reversed())
+        let bytes = utf8
+        func blank(_ byte: UInt8) -> Bool { byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
+        var start = bytes.startIndex
+        while start < bytes.endIndex && blank(bytes[start]) { start = bytes.index(after: start) }
+        var end = start
+        var at = start
+        while at < bytes.endIndex {
+            let next = bytes.index(after: at)
+            if !blank(bytes[at]) { end = next }
+            at = next
+        }
+        return String(decoding: bytes[start..<end], as: UTF8.self)
     }
 }
