@@ -61,7 +61,7 @@ let package = Package(
         // One-line key=value logs to stderr.
         .target(name: "ParkWiseLog", path: "Sources/Log"),
         // YAML file -> ConfigNode tree (libyaml), handed to the core's config reader.
-        .target(name: "ConfigFile", dependencies: ["ParkWiseCore", "CYAML"], path: "Sources/ConfigFile"),
+        .target(name: "ConfigFile", dependencies: ["ParkWiseCore", "ParkWiseLog", "CYAML"], path: "Sources/ConfigFile"),
         // Kernel GPIO through libgpiod (1.6 or 2.x, see libgpiodMajor above).
         .target(name: "GPIO", dependencies: ["ParkWiseCore", "ParkWiseLog", "CGPIOD"], path: "Sources/GPIO",
                 swiftSettings: libgpiodMajor == 2 ? [.define("LIBGPIOD2")] : []),

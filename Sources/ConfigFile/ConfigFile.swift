@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import ParkWiseCore
+import ParkWiseLog
 
 /// Reads an installer's config file from disk and validates it.
 public enum ConfigFile {
@@ -32,23 +33,20 @@ public enum ConfigFile {
     static func read(_ path: String) -> Result<[UInt8], ReadProblem> {
         var info = stat()
         guard stat(path, &info) == 0 else {
-            return .failure(ReadProblem(text: errno == ENOENT || errno == ENOTDIR ? "no such file" : errnoText()))
+            return .failure(ReadProblem(text: errno == ENOENT || errno == ENOTDIR ? "no such file" : text(errno)))
         }
         if info.st_mode & S_IFMT == S_IFDIR { return .failure(ReadProblem(text: "it is a directory")) }
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return .failure(ReadProblem(text: errno == EACCES ? "permission denied" : errnoText())) }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 16384)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { return n == 0 ? .success(bytes) : .failure(ReadProblem(text: "read error: \(errnoText())")) }
-            bytes.append(contentsOf: chunk[..<n])
+        switch WholeFile.read(path) {
+        case .success(let bytes):
+            return .success(bytes)
+        case .failure(let failure) where failure.errno == EACCES:
+            return .failure(ReadProblem(text: "permission denied"))
+        case .failure(let failure):
+            return .failure(ReadProblem(text: "read error: \(text(failure.errno))"))
         }
     }
 
-    private static func errnoText() -> String { String(cString: strerror(errno)) }
+    private static func text(_ code: Int32) -> String { String(cString: strerror(code)) }
 
     public static func parse(_ bytes: [UInt8], file: String) throws(ConfigIssues) -> AgentConfig {
         let root = try YAMLParser.parse(bytes, file: file)

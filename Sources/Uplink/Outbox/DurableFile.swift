@@ -1,4 +1,5 @@
 import Glibc
+import ParkWiseLog
 
 /// Whole-file writes that survive a power cut: the file holds either the old or the new bytes.
 public enum DurableFile {
@@ -63,17 +64,7 @@ public enum DurableFile {
 
     /// The whole file, or nil when it does not exist or cannot be read.
     public static func read(path: String) -> [UInt8]? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { return n == 0 ? bytes : nil }
-            bytes.append(contentsOf: chunk[..<n])
-        }
+        try? WholeFile.read(path).get()
     }
 
     /// Creates a directory and its parents (mode 0750). Returns what failed, or nil.
