@@ -49,13 +49,15 @@ public final class UplinkSession {
     public var oldestPendingSeq: UInt64? { outbox.pending.first?.event.seq }
     public var oldestPending: OutboxEntry? { outbox.pending.first }
     public var outboxCapacity: Int { outbox.capacity }
-    /// Acknowledged events whose removal is not on disk yet (it goes with the next write; see `writeRemovals`).
-    public var hasUnwrittenRemovals: Bool { outbox.hasUnwrittenRemovals }
+    /// Acknowledged events whose removal is not on disk yet (it goes with the next write), or events held in memory
+    /// only after a failed write: see `writeOutboxChanges`.
+    public var outboxHasUnwrittenChanges: Bool { outbox.hasUnwrittenChanges }
 
-    /// Writes down the acknowledged events' removals now: when no event came to take them along for a while, and
-    /// at the stop.
-    public func writeRemovals() {
-        note(outbox.writeRemovals())
+    /// Writes down what the outbox's disk does not have yet: when no event came to take it along for a while, to
+    /// try a failed disk again, and at the stop.
+    public func writeOutboxChanges() {
+        guard outbox.hasUnwrittenChanges else { return }
+        note(outbox.writeChanges())
     }
 
     /// A new retained `status` online (the same boot and session, fresher facts): published now when

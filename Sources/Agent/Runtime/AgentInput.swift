@@ -7,7 +7,8 @@ enum AgentInput: Sendable {
     case lines
     /// A garage timer may be due (the loop's own deadline passed).
     case tick
-    /// The watchdog's or the clock check's deadline passed: feed systemd's watchdog, see whether NTP set the clock.
+    /// The watchdog's, the clock check's or the outbox write's deadline passed: feed systemd's watchdog, see whether
+    /// NTP set the clock, write down what the outbox's disk does not have yet.
     case housekeeping
     case uplink(UplinkEvent)
     /// The board can no longer read an input (nil: any of them), and why.

@@ -180,7 +180,7 @@ final class AgentRuntime: @unchecked Sendable {
                 return stop(exitCode: ExitCode.success)
             }
             inputReal = nil
-            let next = nextInput(until: earliest(timer?.real, watchdogDue, clockDue, shedDue, statusDue, removalsDue))
+            let next = nextInput(until: earliest(timer?.real, watchdogDue, clockDue, shedDue, statusDue, outboxWriteDue))
             inputReal = nil
             guard let input = next ?? due() else { continue }
             switch input {
@@ -199,8 +199,13 @@ final class AgentRuntime: @unchecked Sendable {
                     declareShed()
                     flush()
                 }
-                if let due = removalsDue, due <= realNow() {
-                    session.writeRemovals()
+                if let due = outboxWriteDue, due <= realNow() {
+                    // Once per deadline, whatever comes of it: a disk that keeps failing is tried again later, less
+                    // and less often, never in a loop.
+                    outboxWriteDue = nil
+                    session.writeOutboxChanges()
+                    outboxWriteWait = session.outboxHasUnwrittenChanges
+                        ? min(outboxWriteWait * 2, AgentRuntime.outboxRetryLongest) : AgentRuntime.outboxWriteWait
                 }
                 if let due = watchdogDue, let every = options.service.watchdogInterval, due <= realNow() {
                     options.service.alive()   // the watchdog is fed by the event loop itself
@@ -253,22 +258,25 @@ final class AgentRuntime: @unchecked Sendable {
                 statusDue = nil
                 statusSchedule.woke()
             }
-            refreshStatus()
-            scheduleRemovals()
+            if case .statusDue = input { refreshStatus(woken: true) } else { refreshStatus(woken: false) }
+            scheduleOutboxWrite()
         }
     }
 
-    /// Acknowledged events' removals wait for the next event's write; when none comes within
-    /// `removalsWait`, they are written alone (a deadline only while some wait: nothing wakes an idle loop).
-    private func scheduleRemovals() {
-        if !session.hasUnwrittenRemovals {
-            removalsDue = nil
-        } else if removalsDue == nil {
-            removalsDue = coarseMonotonicNanoseconds() + AgentRuntime.removalsWait.nanosecondCount
+    /// Acknowledged events' removals wait for the next event's write; when none comes within `outboxWriteWait`,
+    /// they are written alone. After a failed write the disk is tried again the same way, the wait doubling up to
+    /// `outboxRetryLongest`. A deadline only while something waits: nothing wakes an idle loop.
+    private func scheduleOutboxWrite() {
+        if !session.outboxHasUnwrittenChanges {
+            outboxWriteDue = nil
+            outboxWriteWait = AgentRuntime.outboxWriteWait
+        } else if outboxWriteDue == nil {
+            outboxWriteDue = coarseMonotonicNanoseconds() + outboxWriteWait.nanosecondCount
         }
     }
 
-    static let removalsWait = Duration.seconds(2)
+    static let outboxWriteWait = Duration.seconds(2)
+    static let outboxRetryLongest = Duration.seconds(64)
 
     /// The earliest of some deadlines (nil: none), without building an array for it on every input.
     private func earliest(_ a: Int64?, _ b: Int64?, _ c: Int64?, _ d: Int64?, _ e: Int64?, _ f: Int64?) -> Int64? {
@@ -318,7 +326,7 @@ final class AgentRuntime: @unchecked Sendable {
         let now = realNow()
         if let timer, timer.real <= now { return .tick }
         if let statusDue, statusDue <= now { return .statusDue }
-        if [watchdogDue, clockDue, shedDue, removalsDue].contains(where: { $0.map { $0 <= now } ?? false }) { return .housekeeping }
+        if [watchdogDue, clockDue, shedDue, outboxWriteDue].contains(where: { $0.map { $0 <= now } ?? false }) { return .housekeeping }
         return nil
     }
 
@@ -365,7 +373,7 @@ final class AgentRuntime: @unchecked Sendable {
         unanswered += commandsWaiting.count
         while let input = inbox.next(until: 0) { if case .uplink(.message) = input { unanswered += 1 } }
         if unanswered > 0 { Log.info("commands left unanswered at the stop", ["commands": unanswered]) }
-        session.writeRemovals()
+        session.writeOutboxChanges()
         link.stop()
         stamper.state.settle(oldestPending: session.oldestPendingSeq)
         stamper.state.stoppedCleanly()
@@ -468,8 +476,10 @@ final class AgentRuntime: @unchecked Sendable {
     private var unannouncedShed: (count: Int, inputs: Set<Int>) = (0, [])
     private var shedDeclaredAt: Int64?
     private var shedDue: Int64?
-    /// When acknowledged events' removals are written if no event took them along (see `scheduleRemovals`).
-    private var removalsDue: Int64?
+    /// When what the outbox's disk does not have yet is written if no event took it along (see
+    /// `scheduleOutboxWrite`), and how long that wait is now.
+    private var outboxWriteDue: Int64?
+    private var outboxWriteWait = AgentRuntime.outboxWriteWait
 
     private func declareShed() {
         shedDue = nil
@@ -573,8 +583,11 @@ final class AgentRuntime: @unchecked Sendable {
 
     /// Republishes the retained status when its facts changed, at most once per `mqtt.status_every` (a deadline
     /// the loop sleeps until, not a timer).
-    private func refreshStatus() {
-        switch statusSchedule.decide(statusHealth, connected: session.isConnected, now: coarseMonotonicNanoseconds) {
+    /// The coarse clock is enough to arm the deadline, but once it has come (`woken`) the precise one decides: the
+    /// coarse one may not have reached it yet, and would arm it again, already past (a busy loop until its next tick).
+    private func refreshStatus(woken: Bool) {
+        switch statusSchedule.decide(statusHealth, connected: session.isConnected,
+                                     now: woken ? { self.realNow() } : coarseMonotonicNanoseconds) {
         case .nothing:
             break
         case .publishNow:

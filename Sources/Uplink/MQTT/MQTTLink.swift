@@ -131,7 +131,8 @@ public final class MQTTLink: Sendable {
         current.withLock { $0 = connection }
         defer { current.withLock { $0 = nil } }
         // The clock is read once per wake-up (`now`), and every time below is that one: the coarse clock, which costs
-        // no system call and is plenty for a keepalive counted in seconds.
+        // no system call and is plenty for a keepalive counted in seconds; the precise one when the wait ran out, so
+        // a deadline the coarse clock has not reached yet is never taken for one still ahead (a busy loop).
         var now = coarseMonotonicMilliseconds()
         var io = LinkIO(connection: connection, keepaliveSeconds: settings.keepaliveSeconds, now: now)
         while true {
@@ -147,7 +148,7 @@ public final class MQTTLink: Sendable {
             if wakeup == nil { timeout = timeout < 0 ? 100 : min(timeout, 100) }
             var slots = [pollfd(fd: socket, events: io.events, revents: 0), pollfd(fd: wakeup?.fd ?? -1, events: Int16(POLLIN), revents: 0)]
             let ready = poll(&slots, 2, timeout)
-            now = coarseMonotonicMilliseconds()
+            now = ready == 0 ? monotonicMilliseconds() : coarseMonotonicMilliseconds()
             if ready < 0 && errno != EINTR { return .lost("poll failed: \(String(cString: strerror(errno)))", wasUp: io.up) }
             if slots[1].revents != 0 { wakeup?.drain() }
             switch io.round(revents: slots[0].revents, now: now, deliver: emit) {
@@ -205,7 +206,8 @@ public final class MQTTLink: Sendable {
     /// brought goes to `emit` as usual. A lost connection goes back to the link's thread, which says so and
     /// connects again.
     public func serviceHosted(revents: Int16) {
-        let now = coarseMonotonicMilliseconds()
+        // A deadline (revents 0) by the precise clock, as on the link's own thread.
+        let now = revents == 0 ? monotonicMilliseconds() : coarseMonotonicMilliseconds()
         guests.withLock { guest in
             guard var live = guest, live.lost == nil else { return }
             if case .lost(let reason) = live.io.round(revents: revents, now: now, deliver: emit) {

@@ -12,7 +12,7 @@ public struct DurableOutbox: Outbox {
     /// A write failed: some events are in memory only, until a rewrite puts them all on disk.
     private var degraded = false
     /// Acknowledged events whose removal records are not in the file yet: they go with the next write (an
-    /// append's, a compaction, or `writeRemovals()`), so an acknowledgement costs no write of its own. Lost in a
+    /// append's, a compaction, or `writeChanges()`), so an acknowledgement costs no write of its own. Lost in a
     /// crash, they only mean those events are sent once more, same id and seq.
     private var removalsUnwritten: [UInt64] = []
     /// Seqs the file lost before this start (damage, or more events than the capacity): the
@@ -72,52 +72,80 @@ public struct DurableOutbox: Outbox {
         }
         guard !records.isEmpty else { return (dropped, nil) }
         let acknowledged = removalsUnwritten.count
-        if let failure = write({ (log) throws(UplinkError) in try log.append(records, sync: true) }) { return (dropped, failure) }
-        removalsUnwritten = []
-        return (dropped, settle(dead: 2 * (removals.count + acknowledged)))
+        switch write({ (log) throws(UplinkError) in try log.append(records, sync: true) }) {
+        case .failed(let failure):
+            return (dropped, failure)
+        case .rewroteAll:
+            return (dropped, nil)
+        case .wrote:
+            removalsUnwritten = []
+            return (dropped, settle(dead: 2 * (removals.count + acknowledged)))
+        }
     }
 
-    /// The event leaves; its removal record waits for the next write (see `removalsUnwritten`).
+    /// The event leaves; its removal record waits for the next write (see `removalsUnwritten`). While degraded
+    /// nothing is kept for it: the rewrite that ends that state writes only what is still pending.
     public mutating func remove(seq: UInt64) {
         guard let i = entries.firstIndex(where: { $0.event.seq == seq }) else { return }
         entries.remove(at: i)
-        removalsUnwritten.append(seq)
+        if !degraded { removalsUnwritten.append(seq) }
     }
 
-    public var hasUnwrittenRemovals: Bool { !removalsUnwritten.isEmpty }
+    public var hasUnwrittenChanges: Bool { degraded || !removalsUnwritten.isEmpty }
 
     /// Writes the removals waiting for a write, alone (not synced: lost in a crash they only mean events sent
-    /// once more). For a quiet moment after acknowledgements, and the stop.
-    public mutating func writeRemovals() -> UplinkError? {
-        guard !removalsUnwritten.isEmpty else { return nil }
+    /// once more), or, degraded, tries to put everything on disk again. For a quiet moment after
+    /// acknowledgements, a retry after a failed write, and the stop.
+    public mutating func writeChanges() -> UplinkError? {
+        guard hasUnwrittenChanges else { return nil }
         let records = removalsUnwritten.map { OutboxLog.Record(del: $0) }
-        if let failure = write({ (log) throws(UplinkError) in try log.append(records, sync: false) }) { return failure }
-        removalsUnwritten = []
-        return settle(dead: 2 * records.count)
+        switch write({ (log) throws(UplinkError) in try log.append(records, sync: false) }) {
+        case .failed(let failure):
+            return failure
+        case .rewroteAll:
+            return nil
+        case .wrote:
+            removalsUnwritten = []
+            return settle(dead: 2 * records.count)
+        }
     }
 
     public mutating func replaceAll(_ replacement: [OutboxEntry]) -> UplinkError? {
         entries = replacement
-        if let failure = write({ (log) throws(UplinkError) in try log.rewrite(replacement) }) { return failure }
-        removalsUnwritten = []
-        return settle(dead: -deadRecords)
+        switch write({ (log) throws(UplinkError) in try log.rewrite(replacement) }) {
+        case .failed(let failure):
+            return failure
+        case .rewroteAll:
+            return nil
+        case .wrote:
+            removalsUnwritten = []
+            return settle(dead: -deadRecords)
+        }
+    }
+
+    private enum Write {
+        case wrote
+        /// Degraded until now: the whole file was rewritten instead (the write's own records are in it, and no
+        /// dead record is left).
+        case rewroteAll
+        case failed(UplinkError)
     }
 
     /// Runs a write; on failure the outbox is degraded (memory holds what the disk misses).
-    private mutating func write(_ body: (OutboxLog) throws(UplinkError) -> Void) -> UplinkError? {
+    private mutating func write(_ body: (OutboxLog) throws(UplinkError) -> Void) -> Write {
         if degraded {
             // Put everything on disk again before anything else.
-            do { try log.rewrite(entries) } catch { return error }
+            do { try log.rewrite(entries) } catch { return .failed(error) }
             degraded = false
             deadRecords = 0
             removalsUnwritten = []
-            return nil
+            return .rewroteAll
         }
         do { try body(log) } catch {
             degraded = true
-            return error
+            return .failed(error)
         }
-        return nil
+        return .wrote
     }
 
     /// Counts records made dead by a successful write, and compacts when they are many.

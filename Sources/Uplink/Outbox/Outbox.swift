@@ -14,12 +14,13 @@ public protocol Outbox {
     /// on disk (it is then kept in memory).
     mutating func append(_ batch: [OutboxEntry], sparing: Set<UInt64>) -> (dropped: [OutboxEntry], failure: UplinkError?)
     /// Removes the event with this sequence number after the broker acknowledged it. On disk the removal may wait
-    /// for the next write (see `writeRemovals`).
+    /// for the next write (see `writeChanges`).
     mutating func remove(seq: UInt64)
-    /// Removals not yet written down: true until the next write or `writeRemovals()`.
-    var hasUnwrittenRemovals: Bool { get }
-    /// Writes down the removals that wait for a write.
-    mutating func writeRemovals() -> UplinkError?
+    /// Something the disk does not have yet: removals waiting for the next write, or (after a failed write) events
+    /// held in memory only. True until a write succeeds.
+    var hasUnwrittenChanges: Bool { get }
+    /// Writes down what `hasUnwrittenChanges` says waits; what failed, if it did.
+    mutating func writeChanges() -> UplinkError?
     /// Replaces every pending entry (same events, in the same order, e.g. with corrected times).
     mutating func replaceAll(_ entries: [OutboxEntry]) -> UplinkError?
 }
@@ -47,8 +48,8 @@ public struct MemoryOutbox: Outbox {
         return nil
     }
 
-    public var hasUnwrittenRemovals: Bool { false }
-    public mutating func writeRemovals() -> UplinkError? { nil }
+    public var hasUnwrittenChanges: Bool { false }
+    public mutating func writeChanges() -> UplinkError? { nil }
 }
 
 extension Outbox {
