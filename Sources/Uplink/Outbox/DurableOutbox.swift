@@ -72,15 +72,8 @@ public struct DurableOutbox: Outbox {
         }
         guard !records.isEmpty else { return (dropped, nil) }
         let acknowledged = removalsUnwritten.count
-        switch write({ (log) throws(UplinkError) in try log.append(records, sync: true) }) {
-        case .failed(let failure):
-            return (dropped, failure)
-        case .rewroteAll:
-            return (dropped, nil)
-        case .wrote:
-            removalsUnwritten = []
-            return (dropped, settle(dead: 2 * (removals.count + acknowledged)))
-        }
+        let outcome = write { (log) throws(UplinkError) in try log.append(records, sync: true) }
+        return (dropped, finish(outcome, dead: 2 * (removals.count + acknowledged)))
     }
 
     /// The event leaves; its removal record waits for the next write (see `removalsUnwritten`). While degraded
@@ -99,28 +92,14 @@ public struct DurableOutbox: Outbox {
     public mutating func writeChanges() -> UplinkError? {
         guard hasUnwrittenChanges else { return nil }
         let records = removalsUnwritten.map { OutboxLog.Record(del: $0) }
-        switch write({ (log) throws(UplinkError) in try log.append(records, sync: false) }) {
-        case .failed(let failure):
-            return failure
-        case .rewroteAll:
-            return nil
-        case .wrote:
-            removalsUnwritten = []
-            return settle(dead: 2 * records.count)
-        }
+        return finish(write { (log) throws(UplinkError) in try log.append(records, sync: false) }, dead: 2 * records.count)
     }
 
     public mutating func replaceAll(_ replacement: [OutboxEntry]) -> UplinkError? {
         entries = replacement
-        switch write({ (log) throws(UplinkError) in try log.rewrite(replacement) }) {
-        case .failed(let failure):
-            return failure
-        case .rewroteAll:
-            return nil
-        case .wrote:
-            removalsUnwritten = []
-            return settle(dead: -deadRecords)
-        }
+        let outcome = write { (log) throws(UplinkError) in try log.rewrite(replacement) }
+        let dead = -deadRecords   // the old file's records, all gone with it
+        return finish(outcome, dead: dead)
     }
 
     private enum Write {
@@ -146,6 +125,20 @@ public struct DurableOutbox: Outbox {
             return .failed(error)
         }
         return .wrote
+    }
+
+    /// After a write: what failed, or, once the write's records (the waiting removals among them) are in the file,
+    /// the records it made dead counted.
+    private mutating func finish(_ outcome: Write, dead: Int) -> UplinkError? {
+        switch outcome {
+        case .failed(let failure):
+            return failure
+        case .rewroteAll:
+            return nil
+        case .wrote:
+            removalsUnwritten = []
+            return settle(dead: dead)
+        }
     }
 
     /// Counts records made dead by a successful write, and compacts when they are many.
