@@ -3,7 +3,7 @@
 # minimal C agent (bench/c-agent.c: libgpiod + libmosquitto, no durability) in the same gpio-sim VM boot, both
 # publishing QoS 1 to mosquitto in the VM. Prints figures and ratios parkwise / C agent; asserts nothing. Per boot:
 #   tmpfs     edge -> subscriber latency p50/p99 (edges driven and messages received by bench/probe.c in the guest,
-#             one clock), CPU per edge (schedstat of every thread; utime+stime too), RSS; the two agents' edges
+#             one clock), CPU per edge (schedstat of every thread; utime+stime and stime too), RSS; the two agents' edges
 #             alternate, one at a time
 #   idle      voluntary context switches per thread over PARKWISE_BENCH_IDLE_S seconds of nothing happening
 #   strace    system calls per edge (strace -c -f attached to every thread in the guest)

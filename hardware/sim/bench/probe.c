@@ -5,7 +5,7 @@
  *                                      here; after each message a pause of GAP_MS plus a random 0..GAP_MS (so the
  *                                      edges do not fall in step with any periodic timer). Also the target
  *                                      process's CPU (schedstat ns and switches of the threads alive at the end;
- *                                      utime+stime ticks of the whole process) over the run, per edge.
+ *                                      utime+stime ticks of the whole process, and its stime alone) over the run, per edge.
  *        TARGET = NAME,PID,PULL_PATH,TOPIC,MATCH   (MATCH: a substring the edge's message payload contains)
  *   probe burst N GAP_US TARGET       N edges GAP_US apart without waiting for messages (a burst: what a group
  *                                      commit is for), then the time until the last of the N messages.
@@ -43,7 +43,7 @@ static void sleep_ns(long long ns) {
 
 /* --- process figures: every thread of a pid ------------------------------------------------------------------- */
 struct thread_fig { int tid; char comm[32]; long long run_ns, ticks, vcsw, nvcsw; };
-struct proc_fig { int n; struct thread_fig t[MAX_THREADS]; long long proc_ticks, rss_kb, hwm_kb; };
+struct proc_fig { int n; struct thread_fig t[MAX_THREADS]; long long proc_ticks, proc_sticks, rss_kb, hwm_kb; };
 /* what the threads alive at the end did since a (a thread born since counts from 0; one that ended is not seen) */
 struct usage { long long run_ns, ticks, vcsw, nvcsw; };
 
@@ -60,14 +60,17 @@ static long long field_kb(const char *status, const char *key) {
     const char *p = strstr(status, key);
     return p ? atoll(p + strlen(key)) : -1;
 }
-/* utime + stime of a stat line: fields 14 and 15, counted after the ")" that ends the command name */
-static long long stat_ticks(const char *stat) {
+/* utime + stime of a stat line: fields 14 and 15, counted after the ")" that ends the command name; stime alone
+   (the time spent in the kernel, system calls above all) in *kernel when given */
+static long long stat_ticks_split(const char *stat, long long *kernel) {
     const char *p = strrchr(stat, ')');
     for (int field = 2; field < 14 && p; field++) p = strchr(p + 1, ' ');
     long long ut = 0, st = 0;
     if (p) sscanf(p + 1, "%lld %lld", &ut, &st);
+    if (kernel) *kernel = st;
     return ut + st;
 }
+static long long stat_ticks(const char *stat) { return stat_ticks_split(stat, NULL); }
 static void proc_figures(int pid, struct proc_fig *f) {
     char path[128], buf[4096];
     memset(f, 0, sizeof *f);
@@ -77,7 +80,7 @@ static void proc_figures(int pid, struct proc_fig *f) {
         f->hwm_kb = field_kb(buf, "VmHWM:");
     }
     snprintf(path, sizeof path, "/proc/%d/stat", pid);   /* the process's utime+stime: ended threads included */
-    if (read_file(path, buf, sizeof buf) > 0) f->proc_ticks = stat_ticks(buf);
+    if (read_file(path, buf, sizeof buf) > 0) f->proc_ticks = stat_ticks_split(buf, &f->proc_sticks);
     snprintf(path, sizeof path, "/proc/%d/task", pid);
     DIR *dir = opendir(path);
     if (!dir) return;
@@ -294,10 +297,12 @@ static int cmd_lat(int argc, char **argv) {
         int edges = n;
         struct usage u = since(&before[k], &after[k]);
         printf("lat %s edges=%d got=%d lost=%d p50_ms=%.3f p99_ms=%.3f max_ms=%.3f mean_ms=%.3f "
-               "cpu_ms_per_edge=%.4f ticks_per_edge=%.4f vcsw_per_edge=%.2f nvcsw_per_edge=%.2f rss_kb=%lld hwm_kb=%lld threads=%d\n",
+               "cpu_ms_per_edge=%.4f ticks_per_edge=%.4f kernel_ticks_per_edge=%.4f vcsw_per_edge=%.2f nvcsw_per_edge=%.2f "
+               "rss_kb=%lld hwm_kb=%lld threads=%d\n",
                targets[k].name, edges, got[k], lost[k], pct(lat[k], got[k], 0.50), pct(lat[k], got[k], 0.99),
                pct(lat[k], got[k], 1.0), got[k] ? sum / got[k] : -1, u.run_ns / 1e6 / edges,
-               (double)(after[k].proc_ticks - before[k].proc_ticks) / edges, (double)u.vcsw / edges,
+               (double)(after[k].proc_ticks - before[k].proc_ticks) / edges,
+               (double)(after[k].proc_sticks - before[k].proc_sticks) / edges, (double)u.vcsw / edges,
                (double)u.nvcsw / edges, after[k].rss_kb, after[k].hwm_kb, after[k].n);
     }
     mosquitto_disconnect(m);

@@ -63,6 +63,8 @@ def main(path):
         [pick(rows, b, "tmpfs", "lat", "c", "cpu_ms_per_edge") for b in boots], "ms", "{:.3f}")
     add("CPU per edge (utime+stime)", [pick(rows, b, "tmpfs", "lat", "pw", "ticks_per_edge") for b in boots],
         [pick(rows, b, "tmpfs", "lat", "c", "ticks_per_edge") for b in boots], "ticks (10 ms)", "{:.3f}")
+    add("  of which in the kernel (stime)", [pick(rows, b, "tmpfs", "lat", "pw", "kernel_ticks_per_edge") for b in boots],
+        [pick(rows, b, "tmpfs", "lat", "c", "kernel_ticks_per_edge") for b in boots], "ticks (10 ms)", "{:.3f}")
     add("system calls per edge (strace -c -f)", [pick(rows, b, "strace", "syscalls", "pw", "per_edge") for b in boots],
         [pick(rows, b, "strace", "syscalls", "c", "per_edge") for b in boots], "calls", "{:.1f}")
     add("system calls per edge, less the idle rate", [pick(rows, b, "strace", "syscalls", "pw", "per_edge_less_idle") for b in boots],
