@@ -52,6 +52,8 @@ public final class UplinkSession {
     /// Acknowledged events whose removal is not on disk yet (it goes with the next write), or events held in memory
     /// only after a failed write: see `writeOutboxChanges`.
     public var outboxHasUnwrittenChanges: Bool { outbox.hasUnwrittenChanges }
+    /// The outbox file wants compacting: best done as soon as nothing else is to be done.
+    public var outboxCompactionDue: Bool { outbox.compactionDue }
 
     /// Writes down what the outbox's disk does not have yet: when no event came to take it along for a while, to
     /// try a failed disk again, and at the stop.

@@ -291,6 +291,36 @@ func pendingOnDisk(_ path: String) -> (pending: [UInt64], records: Int) {
         #expect(onDisk.records <= 2 * 10 + 2)
     }
 
+    /// Compaction (a rewrite with its syncs) waits for the caller's idle moment once the removed events' records
+    /// are as many as the capacity, and happens at once only at twice that: the file stays bounded either way.
+    @Test func compactionWaitsForAnIdleMomentUpToTwiceTheCapacity() throws {
+        let dir = temporaryDirectory().path
+        let log = dir + "/outbox.log"
+        var (outbox, _) = try DurableOutbox.open(directory: dir, capacity: 10)
+        var seq: UInt64 = 0
+        while !outbox.compactionDue {
+            seq += 1
+            #expect(outbox.append(entry(seq)).failure == nil)
+            outbox.remove(seq: seq)
+            try #require(seq < 100)
+        }
+        let due = pendingOnDisk(log).records
+        #expect(due >= 10, "\(due) records, half of them dead, when it became due")
+        #expect(outbox.hasUnwrittenChanges)
+        #expect(outbox.writeChanges() == nil)
+        #expect(!outbox.compactionDue && !outbox.hasUnwrittenChanges)
+        #expect(pendingOnDisk(log).records <= 1, "compacted to the floor record: \(pendingOnDisk(log).records)")
+        // Never asked: at twice the capacity it compacts by itself.
+        var most = 0
+        for _ in 1...200 {
+            seq += 1
+            #expect(outbox.append(entry(seq)).failure == nil)
+            outbox.remove(seq: seq)
+            most = max(most, pendingOnDisk(log).records)
+        }
+        #expect(most <= 2 * 2 * 10 + 2, "the file stays bounded: at most \(most) records")
+    }
+
     @Test func anUnusableDirectoryIsAClearError() {
         let file = temporaryDirectory().appendingPathComponent("not-a-dir").path
         _ = FileManager.default.createFile(atPath: file, contents: Data("x".utf8))

@@ -265,11 +265,15 @@ final class AgentRuntime: @unchecked Sendable {
 
     /// Acknowledged events' removals wait for the next event's write; when none comes within `outboxWriteWait`,
     /// they are written alone. After a failed write the disk is tried again the same way, the wait doubling up to
-    /// `outboxRetryLongest`. A deadline only while something waits: nothing wakes an idle loop.
+    /// `outboxRetryLongest`. A compaction that is due is done at once, but after every input already waiting (a
+    /// deadline that has passed only counts once the inbox is empty): never in an event's way. A deadline only while
+    /// something waits: nothing wakes an idle loop.
     private func scheduleOutboxWrite() {
         if !session.outboxHasUnwrittenChanges {
             outboxWriteDue = nil
             outboxWriteWait = AgentRuntime.outboxWriteWait
+        } else if session.outboxCompactionDue && outboxWriteWait == AgentRuntime.outboxWriteWait {
+            outboxWriteDue = 0
         } else if outboxWriteDue == nil {
             outboxWriteDue = coarseMonotonicNanoseconds() + outboxWriteWait.nanosecondCount
         }

@@ -1,7 +1,8 @@
 /// The outbox on disk (`outbox.log` in the outbox directory): an event is written and synced
 /// before it counts as accepted, and leaves the file only after the broker's PUBACK. At most
 /// `capacity` events are pending on disk at any moment; removed events' records are compacted
-/// away once they are as many as the capacity. If the disk fails (full, read-only), events stay
+/// away once they are as many as the capacity (at the next idle moment, see `compactionDue`). If the
+/// disk fails (full, read-only), events stay
 /// in memory and the failure is reported; nothing already accepted is lost while the agent runs.
 public struct DurableOutbox: Outbox {
     public let capacity: Int
@@ -84,13 +85,20 @@ public struct DurableOutbox: Outbox {
         if !degraded { removalsUnwritten.append(seq) }
     }
 
-    public var hasUnwrittenChanges: Bool { degraded || !removalsUnwritten.isEmpty }
+    public var hasUnwrittenChanges: Bool { degraded || !removalsUnwritten.isEmpty || compactionDue }
+
+    /// The removed events' records are as many as the capacity: the file is to be compacted by `writeChanges()`,
+    /// called when the loop has nothing else to do, so that no event waits behind the rewrite and its syncs (on an
+    /// SD card, several times an event's own). At twice the capacity it is compacted at once, whatever comes next.
+    public private(set) var compactionDue = false
 
     /// Writes the removals waiting for a write, alone (not synced: lost in a crash they only mean events sent
     /// once more), or, degraded, tries to put everything on disk again. For a quiet moment after
     /// acknowledgements, a retry after a failed write, and the stop.
     public mutating func writeChanges() -> UplinkError? {
         guard hasUnwrittenChanges else { return nil }
+        // A compaction writes what is pending, and so the removals too.
+        if compactionDue && !degraded { return compactNow() }
         let records = removalsUnwritten.map { OutboxLog.Record(del: $0) }
         return finish(write { (log) throws(UplinkError) in try log.append(records, sync: false) }, dead: 2 * records.count)
     }
@@ -118,6 +126,7 @@ public struct DurableOutbox: Outbox {
             degraded = false
             deadRecords = 0
             removalsUnwritten = []
+            compactionDue = false
             return .rewroteAll
         }
         do { try body(log) } catch {
@@ -144,9 +153,15 @@ public struct DurableOutbox: Outbox {
     /// Counts records made dead by a successful write, and compacts when they are many.
     private mutating func settle(dead: Int) -> UplinkError? {
         deadRecords += dead
-        guard deadRecords >= capacity else { return nil }
+        if deadRecords >= 2 * capacity { return compactNow() }
+        if deadRecords >= capacity { compactionDue = true }
+        return nil
+    }
+
+    private mutating func compactNow() -> UplinkError? {
         do { try compact() } catch {
             degraded = true
+            compactionDue = false   // the rewrite that ends the degraded state compacts too
             return error
         }
         return nil
@@ -156,5 +171,6 @@ public struct DurableOutbox: Outbox {
         try log.rewrite(entries)
         deadRecords = 0
         removalsUnwritten = []
+        compactionDue = false
     }
 }

@@ -16,9 +16,11 @@ public protocol Outbox {
     /// Removes the event with this sequence number after the broker acknowledged it. On disk the removal may wait
     /// for the next write (see `writeChanges`).
     mutating func remove(seq: UInt64)
-    /// Something the disk does not have yet: removals waiting for the next write, or (after a failed write) events
-    /// held in memory only. True until a write succeeds.
+    /// Something the disk does not have yet: removals waiting for the next write, (after a failed write) events
+    /// held in memory only, or a compaction that is due. True until a write succeeds.
     var hasUnwrittenChanges: Bool { get }
+    /// A compaction waits: `writeChanges()` is best called as soon as nothing else is to be done.
+    var compactionDue: Bool { get }
     /// Writes down what `hasUnwrittenChanges` says waits; what failed, if it did.
     mutating func writeChanges() -> UplinkError?
     /// Replaces every pending entry (same events, in the same order, e.g. with corrected times).
@@ -49,6 +51,7 @@ public struct MemoryOutbox: Outbox {
     }
 
     public var hasUnwrittenChanges: Bool { false }
+    public var compactionDue: Bool { false }
     public mutating func writeChanges() -> UplinkError? { nil }
 }
 
