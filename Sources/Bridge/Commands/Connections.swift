@@ -15,7 +15,7 @@ enum Connections {
 
     /// The database URL from --database or DATABASE_URL, connected.
     static func database(_ args: ParsedArguments, command: CommandSpec) -> Opened {
-        guard let url = args.option("database") ?? ProcessInfo.processInfo.environment["DATABASE_URL"], !url.isEmpty else {
+        guard let url = args.option("database") ?? Environment.value("DATABASE_URL"), !url.isEmpty else {
             printError(UsageError(command: command, message: "Missing expected argument '--database <url>' (or DATABASE_URL)").text)
             return .failed(ExitCode.usage)
         }

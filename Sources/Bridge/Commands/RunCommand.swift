@@ -25,7 +25,7 @@ enum RunCommand {
         ])
 
     static func run(_ args: ParsedArguments) -> Int32 {
-        if args.flag("verbose") || ProcessInfo.processInfo.environment["PARKWISE_LOG"] == "debug" { Log.threshold = .debug }
+        if args.flag("verbose") || Environment.value("PARKWISE_LOG") == "debug" { Log.threshold = .debug }
         guard let broker = Connections.broker(args.option("broker")!, command: spec) else { return ExitCode.usage }
         guard let timeout = Double(args.option("start-timeout") ?? "10"), timeout > 0 else {
             printError(UsageError(command: spec, message: "--start-timeout must be a number of seconds").text)
@@ -70,7 +70,7 @@ enum RunCommand {
         link.cleanSession = false
         link.unreachableMessage = "broker unreachable, it queues for this session meanwhile"
         link.tls = config.tls
-        let databaseURL = args.option("database") ?? ProcessInfo.processInfo.environment["DATABASE_URL"] ?? ""
+        let databaseURL = args.option("database") ?? Environment.value("DATABASE_URL") ?? ""
         let runtime = BridgeRuntime(settings: .init(databaseURL: databaseURL, link: link, config: config,
                                                     startTimeout: timeout))
         Log.info("bridge starting", ["database": url, "broker": broker, "accept_simulated": config.acceptSimulated])
