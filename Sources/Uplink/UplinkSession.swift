@@ -6,8 +6,9 @@ import ParkWiseLog
 /// loop (one thread at a time); the link does the network I/O.
 ///
 /// Bounded: at most `window` events are handed to the link unacknowledged (the rest wait in the outbox, which
-/// is bounded, and follow as PUBACKs come), and at most one publish per retained topic (a newer state waits
-/// for the PUBACK of the one before, and only the latest is sent): a slow broker never grows libmosquitto's queue.
+/// is bounded, and follow as PUBACKs come), and at most one publish per retained state topic in libmosquitto's queue
+/// (a newer state waits until the one before is written, and only the latest is sent): a slow broker never grows
+/// libmosquitto's queue.
 public final class UplinkSession {
     enum Sent { case event(UInt64), announcement(UInt64), state(String), status, reply }
 
@@ -30,7 +31,7 @@ public final class UplinkSession {
     /// Events pending when this connection came up are sent marked `replayed`.
     private var replayUpTo: UInt64 = 0
     private var announcementSent = false
-    /// Retained topics with a publish awaiting its PUBACK, and those with a newer state waiting for it.
+    /// Retained state topics with a publish not yet written to the socket, and those with a newer state waiting for it.
     private var statesInFlight: Set<String> = []
     private var statesWaiting: Set<String> = []
     /// An outage that overflows the outbox: one log line per streak, not per event dropped.
@@ -157,13 +158,15 @@ public final class UplinkSession {
         publishState(topic)
     }
 
-    /// The topic's latest state now, or once the PUBACK of its previous publish came.
+    /// The topic's latest state now, or once its previous publish is written whole to the socket. QoS 0: a state
+    /// is a snapshot, not history. Every connection starts with all of them, so the broker's retained copy is right
+    /// again after any loss, and the event that goes with each change is QoS 1 and kept in the outbox.
     private func publishState(_ topic: String) {
         guard !statesInFlight.contains(topic) else {
             statesWaiting.insert(topic)
             return
         }
-        if publish(topic: topic, payload: retained[topic]!, retain: true, as: .state(topic)) { statesInFlight.insert(topic) }
+        if publish(topic: topic, payload: retained[topic]!, qos: 0, retain: true, as: .state(topic)) { statesInFlight.insert(topic) }
     }
 
     public func handle(_ event: UplinkEvent) {
@@ -252,13 +255,16 @@ public final class UplinkSession {
         publish(topic: topics.events, payload: WireJSON.encode(event), retain: false, as: sent)
     }
 
+    /// True while the publish awaits its `acknowledged` (QoS 1: the PUBACK; QoS 0: written whole to the socket).
     @discardableResult
-    private func publish(topic: String, payload: [UInt8], retain: Bool, as sent: Sent) -> Bool {
+    private func publish(topic: String, payload: [UInt8], qos: Int32 = 1, retain: Bool, as sent: Sent) -> Bool {
         guard let connection else { return false }
-        switch link.publish(topic: topic, payload: payload, retain: retain, on: connection) {
+        switch link.publish(topic: topic, payload: payload, qos: qos, retain: retain, on: connection) {
         case .sent(let mid, _):
             inFlight[mid] = sent
             return true
+        case .written:
+            return false
         case .offline:
             // The connection went away under us; its disconnect event follows and the outbox replays.
             return false

@@ -2,22 +2,16 @@ import Foundation
 import TestSupport
 import Testing
 
-/// mosquitto_sub with some login, collecting `retained \t topic \t payload` lines.
+/// mosquitto_sub with some login, collecting what it receives.
 final class Listener {
     let child: Child
 
     init(_ login: [String], _ filters: [String]) throws {
-        child = try Child("/usr/bin/mosquitto_sub", login + ["-V", "mqttv5", "-q", "1", "-F", "%r\t%t\t%p"]
+        child = try Child("/usr/bin/mosquitto_sub", login + ["-V", "mqttv5", "-q", "1", "-F", Received.format]
                           + filters.flatMap { ["-t", $0] })
     }
 
-    var messages: [Received] {
-        child.stdout.split(separator: "\n").compactMap { line in
-            let parts = line.split(separator: "\t", maxSplits: 2, omittingEmptySubsequences: false)
-            guard parts.count == 3 else { return nil }
-            return Received(retained: parts[0] == "1", topic: String(parts[1]), payload: String(parts[2]))
-        }
-    }
+    var messages: [Received] { Received.parse(child.stdout) }
 
     var payloads: [String] { messages.map(\.payload) }
 

@@ -288,6 +288,12 @@ let contractTrace = """
             }
         }
 
+        // The QoS the contract names (a QoS 1 subscription gets the publisher's): the retained states at 0, being
+        // snapshots republished on every connection; everything else (events, status, replies) at 1.
+        #expect(live.contains { $0.topic.contains("/state/") })
+        let wrongQoS = live.filter { $0.qos != ($0.topic.contains("/state/") ? 0 : 1) }
+        #expect(wrongQoS.isEmpty, "\(wrongQoS.map { "\($0.topic) at QoS \($0.qos)" })")
+
         // What a schema cannot say: seq +1 per event across both boots, unique ids, free = capacity - occupied.
         let seqs = events.compactMap { $0.json["seq"] as? Int }
         #expect(seqs == Array(1...max(seqs.count, 1)), "\(seqs)")

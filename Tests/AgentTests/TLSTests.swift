@@ -73,6 +73,13 @@ let threeChanges = """
                                             "--replay", try writeTrace(dir, threeChanges),
                                             "--outbox", dir.path + "/outbox"])
         #expect(eventually(15) { subscriber.events().count >= 3 }, "\(agent.stderr)")
+        // Over TLS a publish is only queued and the link's round writes it: the spot's state after the last change
+        // is published once the one before is written (it never waits for a PUBACK that QoS 0 does not get).
+        func spotState() -> [String: Any]? {
+            try? retainedMessages(broker, "parkwise/v1/testsite/busy/state/spot/P1-A-01").first?.json
+        }
+        #expect(eventually(10) { spotState()?["seq"] as? Int == 3 }, "\(spotState() ?? [:]); \(agent.stderr)")
+        #expect(spotState()?["state"] as? String == "occupied")
         agent.signal(SIGTERM)
         #expect(agent.wait(10) == 0)
         subscriber.stop()

@@ -238,11 +238,14 @@ public struct HarnessError: Error, CustomStringConvertible {
 /// One message as mosquitto_sub (an independent client) received it.
 public struct Received: Sendable {
     public var retained: Bool
+    /// The QoS it was delivered with: the lower of the publisher's and the subscription's.
+    public var qos: Int
     public var topic: String
     public var payload: String
 
-    public init(retained: Bool, topic: String, payload: String) {
+    public init(retained: Bool, qos: Int, topic: String, payload: String) {
         self.retained = retained
+        self.qos = qos
         self.topic = topic
         self.payload = payload
     }
@@ -251,12 +254,15 @@ public struct Received: Sendable {
         (try? JSONSerialization.jsonObject(with: Data(payload.utf8))) as? [String: Any] ?? [:]
     }
 
-    /// mosquitto_sub output in the `-F "%r\t%t\t%p"` format, a message a line.
+    /// mosquitto_sub's `-F` format that `parse` reads: retained, QoS, topic, payload; a message a line.
+    public static let format = "%r\t%q\t%t\t%p"
+
+    /// mosquitto_sub output in the `format`.
     public static func parse(_ output: String) -> [Received] {
         output.split(separator: "\n").compactMap { line in
-            let parts = line.split(separator: "\t", maxSplits: 2, omittingEmptySubsequences: false)
-            guard parts.count == 3 else { return nil }
-            return Received(retained: parts[0] == "1", topic: String(parts[1]), payload: String(parts[2]))
+            let parts = line.split(separator: "\t", maxSplits: 3, omittingEmptySubsequences: false)
+            guard parts.count == 4, let qos = Int(parts[1]) else { return nil }
+            return Received(retained: parts[0] == "1", qos: qos, topic: String(parts[2]), payload: String(parts[3]))
         }
     }
 }
@@ -286,7 +292,7 @@ public final class Subscriber {
     /// Connects and collects from now on (including what was queued while away).
     public func listen() throws {
         child = try Child("/usr/bin/mosquitto_sub", ["-p", "\(broker.port)", "-c", "-i", id, "-q", "1",
-                                                     "-t", filter, "-t", sentinel, "-F", "%r\t%t\t%p"])
+                                                     "-t", filter, "-t", sentinel, "-F", Received.format])
     }
 
     private var everything: [Received] { Received.parse(child?.stdout ?? "") }
@@ -318,7 +324,7 @@ public func retainedMessages(_ broker: Broker, _ filter: String) throws -> [Rece
     try publish(broker, marker, "end", retain: true)
     defer { try? publish(broker, marker, "", retain: true) }   // an empty retained message clears it
     let child = try Child("/usr/bin/mosquitto_sub", ["-p", "\(broker.port)", "-t", filter, "-t", marker,
-                                                     "-F", "%r\t%t\t%p", "--retained-only"])
+                                                     "-F", Received.format, "--retained-only"])
     let arrived = eventually(10) { Received.parse(child.stdout).contains { $0.topic == marker } }
     child.signal(SIGTERM)
     _ = child.wait(5)

@@ -6,7 +6,7 @@ import Glibc
 /// The network rounds of one connection, for whichever thread runs them: the link's own, or (hosted) the thread of
 /// the agent's event loop, so that a PUBACK is read where it is used, with no hop between threads. It says what to
 /// poll the socket for and when a round is due without it (the connect timeout, then the keepalive), and runs a
-/// round: read, hand on what the callbacks reported, write what is queued, and ping when the keepalive is due.
+/// round: read, write what is queued, hand on what the callbacks reported, and ping when the keepalive is due.
 /// Every time is the caller's one clock reading for the wake-up (monotonic milliseconds).
 struct LinkIO: Sendable {
     enum Round: Equatable {
@@ -61,6 +61,9 @@ struct LinkIO: Sendable {
         if connection.wantsWrite {
             let rc = connection.loopWrite()
             lastWrite = now
+            // QoS 0 publishes written whole in this round.
+            let events = connection.takeEvents()
+            if !events.isEmpty { deliver(events) }
             if rc != MOSQ_ERR_SUCCESS.rawValue { return .lost(MosquittoConnection.describe(rc)) }
         }
         let connack = connection.connack

@@ -13,7 +13,10 @@ import Synchronization
 /// `publish` may be called from any thread (hosted: from the host's).
 public final class MQTTLink: Sendable {
     public enum PublishResult: Sendable, Equatable {
+        /// Handed to libmosquitto: `acknowledged(mid)` follows (QoS 1: the PUBACK; QoS 0: written whole).
         case sent(mid: Int32, connection: UInt64)
+        /// QoS 0, already written whole to the socket: nothing follows.
+        case written
         case offline
     }
 
@@ -48,22 +51,23 @@ public final class MQTTLink: Sendable {
         }
     }
 
-    /// Publishes with QoS 1 on the live connection, if it is still the one numbered `on`
+    /// Publishes with QoS 1 (or 0) on the live connection, if it is still the one numbered `on`
     /// (nil: any): a message must never slip onto a newer connection ahead of its birth and replay.
     /// Without TLS the message is written to the socket here; what the socket did not take (or, with TLS,
     /// the whole message) is written by the link's thread, woken for it at once.
-    public func publish(topic: String, payload: [UInt8], retain: Bool, on expected: UInt64? = nil) -> PublishResult {
+    public func publish(topic: String, payload: [UInt8], qos: Int32 = 1, retain: Bool, on expected: UInt64? = nil) -> PublishResult {
         current.withLock { connection in
             guard let connection, connection.connack == 0, expected == nil || expected == connection.number else {
                 return .offline
             }
-            let (rc, mid) = connection.publish(topic: topic, payload: payload, retain: retain)
+            let (rc, mid) = connection.publish(topic: topic, payload: payload, qos: qos, retain: retain)
             guard rc == MOSQ_ERR_SUCCESS.rawValue else { return .offline }
             // No clock read for the keepalive here: its PUBACK moves the last write on (and one that never comes
             // only brings the keepalive's ping earlier). A hosted connection is written by the publishing thread's
             // next round; otherwise the link's thread is woken for what the socket did not take.
-            if connection.wantsWrite && !hosted { wakeup?.signal() }
-            return .sent(mid: mid, connection: connection.number)
+            let queued = connection.wantsWrite
+            if queued && !hosted { wakeup?.signal() }
+            return qos == 0 && !queued ? .written : .sent(mid: mid, connection: connection.number)
         }
     }
 

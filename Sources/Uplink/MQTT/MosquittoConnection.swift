@@ -134,10 +134,11 @@ final class MosquittoConnection: @unchecked Sendable {
 
     var connack: Int32 { context.takeUnretainedValue().connack.load(ordering: .acquiring) }
 
-    /// QoS 1 publish; returns the message id whose PUBACK will be reported.
-    func publish(topic: String, payload: [UInt8], retain: Bool) -> (rc: Int32, mid: Int32) {
+    /// Publishes with QoS 1 or 0; returns the message id reported once the broker acknowledged it (QoS 1: its PUBACK)
+    /// or, QoS 0, once it is written to the socket.
+    func publish(topic: String, payload: [UInt8], qos: Int32 = 1, retain: Bool) -> (rc: Int32, mid: Int32) {
         var mid: Int32 = 0
-        let rc = payload.withUnsafeBytes { mosquitto_publish(handle, &mid, topic, Int32($0.count), $0.baseAddress, 1, retain) }
+        let rc = payload.withUnsafeBytes { mosquitto_publish(handle, &mid, topic, Int32($0.count), $0.baseAddress, qos, retain) }
         return (rc, mid)
     }
 
@@ -179,6 +180,7 @@ private func onDisconnect(_ mosq: OpaquePointer?, _ obj: UnsafeMutableRawPointer
     // The network loop notices the lost connection through its return code and reports it once.
 }
 
+/// QoS 1: the PUBACK came. QoS 0: the message is written whole to the socket.
 private func onPublish(_ mosq: OpaquePointer?, _ obj: UnsafeMutableRawPointer?, _ mid: Int32) {
     let ctx = context(obj)
     ctx.emit(.acknowledged(mid: mid, connection: ctx.number))
