@@ -2,8 +2,8 @@
 ///
 ///     parkwise/v1/<site>/<device>/status              retained; online / offline (last will)
 ///     parkwise/v1/<site>/<device>/events              QoS 1; one JSON event per message
-///     parkwise/v1/<site>/<device>/state/spot/<id>     retained spot state
-///     parkwise/v1/<site>/<device>/state/level/<id>    retained level state
+///     parkwise/v1/<site>/<device>/state/spot/<id>     retained spot state (QoS 0: a snapshot, sent on every connection)
+///     parkwise/v1/<site>/<device>/state/level/<id>    retained level state (QoS 0)
 ///     parkwise/v1/<site>/<device>/cmd/<name>          commands to the device
 ///     parkwise/v1/<site>/<device>/reply               command results
 ///     parkwise/v1/<site>/<device>/doctor              `doctor`'s round-trip test message (not retained; ignore it)

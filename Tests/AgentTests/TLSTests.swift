@@ -45,6 +45,13 @@ let threeChanges = """
 {"t_ms": 200, "input": "GPIO2", "value": 1}
 """
 
+/// The same, two seconds in: the device is online by then, so each change's state is published live.
+let threeChangesWhenOnline = """
+{"t_ms": 2000, "input": "GPIO2", "value": 1}
+{"t_ms": 2100, "input": "GPIO2", "value": 0}
+{"t_ms": 2200, "input": "GPIO2", "value": 1}
+"""
+
 @Suite(.serialized) struct TLSTests {
     func config(_ dir: URL, port: Int, pki: TestPKI, ca: String? = nil) throws -> String {
         let path = dir.appendingPathComponent("tls.yaml").path
@@ -70,16 +77,18 @@ let threeChanges = """
         try subscriber.listen()
         let dir = temporaryDirectory()
         let agent = try Child(agentBinary, ["run", "--config", try config(dir, port: tlsPort, pki: pki),
-                                            "--replay", try writeTrace(dir, threeChanges),
+                                            "--replay", try writeTrace(dir, threeChangesWhenOnline),
                                             "--outbox", dir.path + "/outbox"])
         #expect(eventually(15) { subscriber.events().count >= 3 }, "\(agent.stderr)")
-        // Over TLS a publish is only queued and the link's round writes it: the spot's state after the last change
-        // is published once the one before is written (it never waits for a PUBACK that QoS 0 does not get).
-        func spotState() -> [String: Any]? {
-            try? retainedMessages(broker, "parkwise/v1/testsite/busy/state/spot/P1-A-01").first?.json
+        // Over TLS a publish is only queued and the link's round writes it: the spot's state after each change is
+        // published once the one before is written (it never waits for a PUBACK that QoS 0 does not get).
+        func liveStates() -> [Int] {
+            subscriber.messages.filter { $0.topic.hasSuffix("/state/spot/P1-A-01") }.compactMap { $0.json["seq"] as? Int }
         }
-        #expect(eventually(10) { spotState()?["seq"] as? Int == 3 }, "\(spotState() ?? [:]); \(agent.stderr)")
-        #expect(spotState()?["state"] as? String == "occupied")
+        #expect(eventually(10) { liveStates().last == 3 }, "\(liveStates()); \(agent.stderr)")
+        #expect(liveStates().contains(1), "the first change's state, published live: \(liveStates())")
+        let retained = try retainedMessages(broker, "parkwise/v1/testsite/busy/state/spot/P1-A-01").first?.json
+        #expect(retained?["seq"] as? Int == 3 && retained?["state"] as? String == "occupied", "\(retained ?? [:])")
         agent.signal(SIGTERM)
         #expect(agent.wait(10) == 0)
         subscriber.stop()

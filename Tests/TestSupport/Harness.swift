@@ -267,8 +267,8 @@ public struct Received: Sendable {
     }
 }
 
-/// mosquitto_sub with a persistent session (QoS 1): once registered, the broker keeps every
-/// message for it, even while it is not connected or the broker restarts.
+/// mosquitto_sub with a persistent session (QoS 1): once registered, the broker keeps every QoS 1
+/// message for it (not the QoS 0 states), even while it is not connected or the broker restarts.
 ///
 /// It also subscribes to a sentinel topic of its own, outside the feed: `drain()` publishes there and
 /// waits for it, and since the broker delivers one subscriber's QoS 1 messages in the order it took

@@ -7,7 +7,7 @@ import Uplink
 /// deadline passes, or a descriptor it watches is ready (the broker's socket, whose rounds the loop runs itself).
 /// Plain POSIX (a mutex, an eventfd), no Swift concurrency and no Dispatch: nothing wakes the process while
 /// nothing happens. Bounded by what posts into it: one nudge for all waiting line changes, link events bounded by
-/// the session's window, commands by `messageBound`, timers that are deadlines, not inputs.
+/// the session's window (and one state per retained topic written), commands by `messageBound`, timers that are deadlines, not inputs.
 final class Inbox: @unchecked Sendable {
     /// What woke the loop.
     enum Wake {

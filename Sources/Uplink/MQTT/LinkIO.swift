@@ -6,7 +6,7 @@ import Glibc
 /// The network rounds of one connection, for whichever thread runs them: the link's own, or (hosted) the thread of
 /// the agent's event loop, so that a PUBACK is read where it is used, with no hop between threads. It says what to
 /// poll the socket for and when a round is due without it (the connect timeout, then the keepalive), and runs a
-/// round: read, write what is queued, hand on what the callbacks reported, and ping when the keepalive is due.
+/// round: read, write what is queued, ping when the keepalive is due, and hand on what the callbacks reported.
 /// Every time is the caller's one clock reading for the wake-up (monotonic milliseconds).
 struct LinkIO: Sendable {
     enum Round: Equatable {
@@ -36,9 +36,13 @@ struct LinkIO: Sendable {
     /// What to poll the socket for.
     var events: Int16 { Int16(POLLIN) | (connection.wantsWrite ? Int16(POLLOUT) : 0) }
 
-    /// When a round is due even if the socket stays quiet: the connect timeout until the broker answers, then a
-    /// keepalive after the last read or write (nil: no keepalive, nothing due).
-    var due: Int64? {
+    /// When a round is due even if the socket stays quiet: at once when a publish wrote what an earlier one queued
+    /// (what that reported is handed on by a round); else the timer's.
+    var due: Int64? { connection.hasEvents ? 0 : timerDue }
+
+    /// The connect timeout until the broker answers, then a keepalive after the last read or write (nil: no
+    /// keepalive, nothing due).
+    private var timerDue: Int64? {
         guard up else { return connectDeadline }
         return keepalive > 0 ? min(lastWrite, lastRead) + keepalive + 1000 : nil
     }
@@ -46,7 +50,12 @@ struct LinkIO: Sendable {
     /// One round after a poll: `revents` are the socket's (0 when the poll timed out); what the callbacks reported
     /// goes to `deliver`, together.
     mutating func round(revents: Int16, now: Int64, deliver: ([UplinkEvent]) -> Void) -> Round {
-        let dueBefore = due
+        // Whatever the round (or a publish since the last one) brought: PUBACKs, messages, QoS 0 publishes written.
+        defer {
+            let events = connection.takeEvents()
+            if !events.isEmpty { deliver(events) }
+        }
+        let dueBefore = timerDue
         if revents & Int16(POLLIN | POLLERR | POLLHUP) != 0 {
             let rc = connection.loopRead()
             lastRead = now
@@ -54,16 +63,11 @@ struct LinkIO: Sendable {
                 received = connection.received
                 lastWrite = now   // QoS 1 publishes were answered with PUBACKs
             }
-            let events = connection.takeEvents()
-            if !events.isEmpty { deliver(events) }
             if rc != MOSQ_ERR_SUCCESS.rawValue { return .lost(MosquittoConnection.describe(rc)) }
         }
         if connection.wantsWrite {
             let rc = connection.loopWrite()
             lastWrite = now
-            // QoS 0 publishes written whole in this round.
-            let events = connection.takeEvents()
-            if !events.isEmpty { deliver(events) }
             if rc != MOSQ_ERR_SUCCESS.rawValue { return .lost(MosquittoConnection.describe(rc)) }
         }
         let connack = connection.connack

@@ -60,14 +60,14 @@ public final class MQTTLink: Sendable {
             guard let connection, connection.connack == 0, expected == nil || expected == connection.number else {
                 return .offline
             }
-            let (rc, mid) = connection.publish(topic: topic, payload: payload, qos: qos, retain: retain)
+            let (rc, mid, written) = connection.publish(topic: topic, payload: payload, qos: qos, retain: retain)
             guard rc == MOSQ_ERR_SUCCESS.rawValue else { return .offline }
-            // No clock read for the keepalive here: its PUBACK moves the last write on (and one that never comes
-            // only brings the keepalive's ping earlier). A hosted connection is written by the publishing thread's
-            // next round; otherwise the link's thread is woken for what the socket did not take.
-            let queued = connection.wantsWrite
-            if queued && !hosted { wakeup?.signal() }
-            return qos == 0 && !queued ? .written : .sent(mid: mid, connection: connection.number)
+            // No clock read for the keepalive here: libmosquitto keeps its own, and a keepalive this thread thinks
+            // due too early only makes it look again later. A hosted connection is written by the publishing thread's
+            // next round (which also hands on what this write reported: see `LinkIO.due`); otherwise the link's
+            // thread is woken for what the socket did not take.
+            if !hosted && (connection.wantsWrite || connection.hasEvents) { wakeup?.signal() }
+            return written ? .written : .sent(mid: mid, connection: connection.number)
         }
     }
 

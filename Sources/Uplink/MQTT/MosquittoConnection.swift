@@ -135,12 +135,22 @@ final class MosquittoConnection: @unchecked Sendable {
     var connack: Int32 { context.takeUnretainedValue().connack.load(ordering: .acquiring) }
 
     /// Publishes with QoS 1 or 0; returns the message id reported once the broker acknowledged it (QoS 1: its PUBACK)
-    /// or, QoS 0, once it is written to the socket.
-    func publish(topic: String, payload: [UInt8], qos: Int32 = 1, retain: Bool) -> (rc: Int32, mid: Int32) {
+    /// or, QoS 0, once it is written whole to the socket. `written`: a QoS 0 message already was (nothing is reported
+    /// for it then: the callback fired inside the call and its report is taken back).
+    func publish(topic: String, payload: [UInt8], qos: Int32 = 1, retain: Bool) -> (rc: Int32, mid: Int32, written: Bool) {
         var mid: Int32 = 0
         let rc = payload.withUnsafeBytes { mosquitto_publish(handle, &mid, topic, Int32($0.count), $0.baseAddress, qos, retain) }
-        return (rc, mid)
+        guard rc == MOSQ_ERR_SUCCESS.rawValue, qos == 0, !wantsWrite else { return (rc, mid, false) }
+        context.takeUnretainedValue().events.withLock { events in
+            if let own = events.lastIndex(where: { if case .acknowledged(mid, _) = $0 { true } else { false } }) {
+                events.remove(at: own)
+            }
+        }
+        return (rc, mid, true)
     }
+
+    /// Whether the callbacks reported something not taken yet (a publish can write what an earlier one queued).
+    var hasEvents: Bool { context.takeUnretainedValue().events.withLock { !$0.isEmpty } }
 
     func subscribe(_ filter: String) -> Int32 { mosquitto_subscribe(handle, nil, filter, 1) }
 
