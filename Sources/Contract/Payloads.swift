@@ -226,8 +226,9 @@ public enum WireTime {
     /// "YYYY-MM-DDTHH:MM:SS.mmmZ", written digit by digit into one buffer (once or twice per event: no
     /// interpolation, no intermediate strings).
     public static func format(unixNanoseconds ns: Int64) -> String {
-        let ms = ns >= 0 ? ns / 1_000_000 : (ns - 999_999) / 1_000_000
-        let days = ms >= 0 ? ms / 86_400_000 : (ms - 86_399_999) / 86_400_000
+        // Floor divisions (toward the past, also before 1970) that cannot overflow, even at Int64.min.
+        let ms = ns / 1_000_000 - (ns % 1_000_000 < 0 ? 1 : 0)
+        let days = ms / 86_400_000 - (ms % 86_400_000 < 0 ? 1 : 0)
         let msOfDay = ms - days * 86_400_000
         let (year, month, day) = civil(days: days)
         let h = msOfDay / 3_600_000, m = msOfDay / 60_000 % 60, s = msOfDay / 1000 % 60, f = msOfDay % 1000

@@ -11,6 +11,9 @@ import Testing
         #expect(WireTime.format(unixNanoseconds: -1) == "1969-12-31T23:59:59.999Z")
         #expect(WireTime.format(unixNanoseconds: .max) == "2262-04-11T23:47:16.854Z")
         #expect(WireTime.format(unixNanoseconds: .min + 1_000_000) == "1677-09-21T00:12:43.146Z")
+        #expect(WireTime.format(unixNanoseconds: .min) == "1677-09-21T00:12:43.145Z")
+        #expect(WireTime.format(unixNanoseconds: -86_400_000_000_001) == "1969-12-30T23:59:59.999Z")
+        #expect(WireTime.format(unixNanoseconds: -86_400_000_000_000) == "1969-12-31T00:00:00.000Z")
     }
 
     @Test func topics() {
