@@ -160,7 +160,7 @@ public final class UplinkSession {
 
     /// The topic's latest state now, or once its previous publish is written whole to the socket. QoS 0: a state
     /// is a snapshot, not history. Every connection starts with all of them, so the broker's retained copy is right
-    /// again after any loss, and the event that goes with each change is QoS 1 and kept in the outbox.
+    /// again after any loss, and every spot change also comes as a QoS 1 event kept in the outbox.
     private func publishState(_ topic: String) {
         guard !statesInFlight.contains(topic) else {
             statesWaiting.insert(topic)

@@ -4,7 +4,7 @@ public enum UplinkEvent: Sendable {
     case connected(broker: String, connection: UInt64)
     case disconnected(connection: UInt64, reason: String)
     /// The broker acknowledged (PUBACK) the QoS 1 publish with this message id; a QoS 0 publish: it is written whole
-    /// to the socket (one `MQTTLink.publish` found written already, `.written`, may be reported late: nothing waits for it).
+    /// to the socket (reported only when `MQTTLink.publish` said `.sent`, not `.written`).
     case acknowledged(mid: Int32, connection: UInt64)
     /// A message on a subscribed topic.
     case message(topic: String, payload: [UInt8])
