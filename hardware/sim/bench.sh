@@ -20,6 +20,7 @@
 # PARKWISE_BENCH_BOOTS (3) PARKWISE_BENCH_EDGES (100 per agent and run) PARKWISE_BENCH_GAP_MS (50: pause after a
 # message, plus a random 0..GAP) PARKWISE_BENCH_IDLE_S (60) PARKWISE_BENCH_SPAWNS (5) PARKWISE_BENCH_SD_IOPS (300) PARKWISE_BENCH_BURST (50)
 # PARKWISE_BENCH_PHASES ("tmpfs idle strace loaded disk sd spawn", any of them; the start always runs)
+# PARKWISE_BENCH_MOUNT_OPTS (ext4 mount options for both disks, e.g. "lazytime"; default: none)
 # PARKWISE_AGENT (a libgpiod 1.6 agent binary instead of building one) PARKWISE_VM_BUILD, PARKWISE_VM_CACHE as in
 # run-tests.sh. PARKWISE_BENCH_OUT: where the raw figures go (default: a temporary directory, kept and printed).
 set -uo pipefail
@@ -32,6 +33,7 @@ IDLE="${PARKWISE_BENCH_IDLE_S:-60}"
 SPAWNS="${PARKWISE_BENCH_SPAWNS:-5}"
 SD_IOPS="${PARKWISE_BENCH_SD_IOPS:-300}"
 BURST="${PARKWISE_BENCH_BURST:-50}"
+MOUNT_OPTS="${PARKWISE_BENCH_MOUNT_OPTS:-}"
 PHASES=" ${PARKWISE_BENCH_PHASES:-tmpfs idle strace loaded disk sd spawn} "
 # phase NAME: whether the phase was asked for.
 phase() { [[ "$PHASES" == *" $1 "* ]]; }
@@ -110,7 +112,7 @@ boot() {
     VM_QEMU_ARGS=(-drive "file=$dir/disk.img,if=virtio,format=raw,cache=none,aio=threads"
                   -drive "file=$dir/sd.img,if=virtio,format=raw,cache=none,aio=threads,throttling.iops-write=$SD_IOPS")
     vm_up "$dir" || { echo "vm-bench: boot $b: the VM did not come up"; return 1; }
-    run "$b" disks "sbs_disks" &&
+    run "$b" disks "MOUNT_OPTS='$MOUNT_OPTS' sbs_disks" &&
     run "$b" start "sbs_start c && sbs_start pw /tmp/outbox-pw" &&
     { ! phase tmpfs || run "$b" tmpfs "sbs_lat $EDGES $GAP"; } &&
     { ! phase idle || run "$b" idle "probe idle $IDLE c,\$(cat /tmp/c.pid) pw,\$(cat /tmp/pw.pid)"; } &&

@@ -6,7 +6,7 @@ C_TOPIC=parkwise/v1/vm/c-agent
 PW_TOPIC=parkwise/v1/vm/bench1
 
 # sbs_disks: the virtio block stack and ext4 (modules in the Debian kernel), the two disks mounted at /mnt/disk
-# (writes and flushes reach the host file) and /mnt/sd (the same, throttled like an SD card).
+# (writes and flushes reach the host file) and /mnt/sd (the same, throttled like an SD card), with MOUNT_OPTS if set.
 sbs_disks() {
     for m in virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci virtio_blk crc16 mbcache jbd2 \
              crc32c_generic ext4; do
@@ -14,8 +14,8 @@ sbs_disks() {
     done
     n=0; until [ -b /dev/vdb ]; do n=$((n + 1)); [ $n -gt 100 ] && { echo "no /dev/vdb"; ls /dev; return 1; }; usleep 50000; done
     mkdir -p /mnt/disk /mnt/sd
-    mount -t ext4 /dev/vda /mnt/disk && mount -t ext4 /dev/vdb /mnt/sd || return 1
-    echo "disks: vda $(cat /sys/block/vda/size) sectors at /mnt/disk, vdb at /mnt/sd; write cache: $(cat /sys/block/vda/queue/write_cache)"
+    mount -t ext4 ${MOUNT_OPTS:+-o "$MOUNT_OPTS"} /dev/vda /mnt/disk && mount -t ext4 ${MOUNT_OPTS:+-o "$MOUNT_OPTS"} /dev/vdb /mnt/sd || return 1
+    echo "disks: vda $(cat /sys/block/vda/size) sectors at /mnt/disk, vdb at /mnt/sd; write cache: $(cat /sys/block/vda/queue/write_cache); mount options: $(grep ' /mnt/sd ' /proc/mounts | cut -d' ' -f4)"
     echo "clocksource: $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource) (clock_gettime is a system call unless it is tsc)"
 }
 
