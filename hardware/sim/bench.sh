@@ -107,7 +107,8 @@ boot() {
     cp "$WORK/initrd.cpio" "$dir/initrd.cpio"
     for disk in disk sd; do
         truncate -s 256M "$dir/$disk.img"
-        mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$dir/$disk.img" || die "mkfs.ext4 failed"
+        # 4 KB blocks as on a Raspberry Pi OS root filesystem (for 256 MB mkfs would pick 1 KB).
+        mkfs.ext4 -q -F -b 4096 -E lazy_itable_init=0,lazy_journal_init=0 "$dir/$disk.img" || die "mkfs.ext4 failed"
     done
     VM_QEMU_ARGS=(-drive "file=$dir/disk.img,if=virtio,format=raw,cache=none,aio=threads"
                   -drive "file=$dir/sd.img,if=virtio,format=raw,cache=none,aio=threads,throttling.iops-write=$SD_IOPS")

@@ -102,8 +102,8 @@ def main(path):
     for dev, title in (("vda", "ext4 virtio disk"), ("vdb", "SD-like, throttled")):
         ph = "disk" if dev == "vda" else "sd"
         fig = {k: span([pick(rows, b, ph, "disk", dev, k) for b in boots], f) for k, f in
-               (("bytes_per_event", "{:.0f}"), ("writes_per_event", "{:.2f}"), ("flushes_per_event", "{:.2f}"))}
-        print(f"{title:20} bytes/event {fig['bytes_per_event']:>11}  write requests/event {fig['writes_per_event']:>9}"
+               (("bytes_per_event", "{:.0f}"), ("data_writes_per_event", "{:.2f}"), ("flushes_per_event", "{:.2f}"))}
+        print(f"{title:20} bytes/event {fig['bytes_per_event']:>11}  data write requests/event {fig['data_writes_per_event']:>9}"
               f"  flushes/event {fig['flushes_per_event']:>9}")
 
     print("\n=== a burst of edges 5 ms apart (what a group commit is for): parkwise event, then the C agent's ===")

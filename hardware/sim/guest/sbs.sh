@@ -93,8 +93,8 @@ sbs_durable() {
     sleep 6   # ext4's 5 s journal commit: what the events left for later counts too
     set -- "$@" $(sbs_disk_stat "$1")
     awk -v d="$1" -v n="$3" -v w0="$5" -v s0="$6" -v f0="$7" -v w1="$8" -v s1="$9" -v f1="${10}" 'BEGIN {
-        printf "disk %s events=%d writes=%d bytes=%d flushes=%d writes_per_event=%.2f bytes_per_event=%.0f flushes_per_event=%.2f\n",
-               d, n, w1 - w0, (s1 - s0) * 512, f1 - f0, (w1 - w0) / n, (s1 - s0) * 512 / n, (f1 - f0) / n }'
+        printf "disk %s events=%d writes=%d bytes=%d flushes=%d writes_per_event=%.2f bytes_per_event=%.0f flushes_per_event=%.2f data_writes_per_event=%.2f\n",
+               d, n, w1 - w0, (s1 - s0) * 512, f1 - f0, (w1 - w0) / n, (s1 - s0) * 512 / n, (f1 - f0) / n, (w1 - w0 - (f1 - f0)) / n }'
     # a burst: BURST edges 5 ms apart, parkwise first (what reached the disk), then the C agent
     set -- "$1" "$2" "$3" "$4" $(sbs_disk_stat "$1")
     probe burst "${BURST:-50}" 5000 "pw,$(cat /tmp/pw.pid),$PULLS/sim_gpio8/pull,$PW_TOPIC/events,\"spot." | sed "s/^burst /burst-$1 /"
