@@ -270,8 +270,13 @@ static int cmd_lat(int argc, char **argv) {
     struct mosquitto *m = subscribe(filters, n_targets);
     static struct proc_fig before[MAX_TARGETS], after[MAX_TARGETS];
     long long *lat[MAX_TARGETS];
+    int *edge_of[MAX_TARGETS];   /* which edge (0-based, per target) each latency belongs to */
     int got[MAX_TARGETS] = {0}, lost[MAX_TARGETS] = {0}, level[MAX_TARGETS] = {0};
-    for (int k = 0; k < n_targets; k++) { lat[k] = calloc((size_t)n, sizeof(long long)); proc_figures(targets[k].pid, &before[k]); }
+    for (int k = 0; k < n_targets; k++) {
+        lat[k] = calloc((size_t)n, sizeof(long long));
+        edge_of[k] = calloc((size_t)n, sizeof(int));
+        proc_figures(targets[k].pid, &before[k]);
+    }
     srand((unsigned)now_ns());
     for (int i = 0; i < n; i++) {
         for (int k = 0; k < n_targets; k++) {
@@ -283,7 +288,7 @@ static int cmd_lat(int argc, char **argv) {
             long long sent = now_ns();
             if (pull(t->pull, level[k]) != 0) return 1;
             pthread_mutex_lock(&lock);
-            if (wait_above(&t->count, base, sent + 5000000000LL) == 0) lat[k][got[k]++] = t->last_rx - sent;
+            if (wait_above(&t->count, base, sent + 5000000000LL) == 0) { edge_of[k][got[k]] = i; lat[k][got[k]++] = t->last_rx - sent; }
             else lost[k]++;
             pthread_mutex_unlock(&lock);
             sleep_ns(gap + (gap ? rand() % gap : 0));
@@ -291,6 +296,17 @@ static int cmd_lat(int argc, char **argv) {
     }
     for (int k = 0; k < n_targets; k++) {
         proc_figures(targets[k].pid, &after[k]);
+        /* the three slowest edges, which of them and how slow (before sorting loses which is which) */
+        char slow[96] = "";
+        for (int r = 0; r < 3 && r < got[k]; r++) {
+            int worst = -1;
+            for (int i = 0; i < got[k]; i++)
+                if (edge_of[k][i] >= 0 && (worst < 0 || lat[k][i] > lat[k][worst])) worst = i;
+            size_t used = strlen(slow);
+            snprintf(slow + used, sizeof slow - used, "%s%d:%.1f", r ? "," : "", edge_of[k][worst], lat[k][worst] / 1e6);
+            edge_of[k][worst] = -1 - edge_of[k][worst];   /* taken; restored below */
+        }
+        for (int i = 0; i < got[k]; i++) if (edge_of[k][i] < 0) edge_of[k][i] = -1 - edge_of[k][i];
         qsort(lat[k], (size_t)got[k], sizeof(long long), cmp_ll);
         double sum = 0;
         for (int i = 0; i < got[k]; i++) sum += lat[k][i] / 1e6;
@@ -298,12 +314,12 @@ static int cmd_lat(int argc, char **argv) {
         struct usage u = since(&before[k], &after[k]);
         printf("lat %s edges=%d got=%d lost=%d p50_ms=%.3f p99_ms=%.3f max_ms=%.3f mean_ms=%.3f "
                "cpu_ms_per_edge=%.4f ticks_per_edge=%.4f kernel_ticks_per_edge=%.4f vcsw_per_edge=%.2f nvcsw_per_edge=%.2f "
-               "rss_kb=%lld hwm_kb=%lld threads=%d\n",
+               "rss_kb=%lld hwm_kb=%lld threads=%d slowest_edges=%s\n",
                targets[k].name, edges, got[k], lost[k], pct(lat[k], got[k], 0.50), pct(lat[k], got[k], 0.99),
                pct(lat[k], got[k], 1.0), got[k] ? sum / got[k] : -1, u.run_ns / 1e6 / edges,
                (double)(after[k].proc_ticks - before[k].proc_ticks) / edges,
                (double)(after[k].proc_sticks - before[k].proc_sticks) / edges, (double)u.vcsw / edges,
-               (double)u.nvcsw / edges, after[k].rss_kb, after[k].hwm_kb, after[k].n);
+               (double)u.nvcsw / edges, after[k].rss_kb, after[k].hwm_kb, after[k].n, slow);
     }
     mosquitto_disconnect(m);
     mosquitto_loop_stop(m, false);
