@@ -180,7 +180,8 @@ final class AgentRuntime: @unchecked Sendable {
                 return stop(exitCode: ExitCode.success)
             }
             inputReal = nil
-            let next = nextInput(until: earliest(timer?.real, watchdogDue, clockDue, shedDue, statusDue, outboxWriteDue))
+            let next = nextInput(until: earliest(timer?.real, watchdogDue, clockDue, shedDue, statusDue, outboxWriteDue,
+                                                 reservationDue))
             inputReal = nil
             guard let input = next ?? due() else { continue }
             switch input {
@@ -206,6 +207,10 @@ final class AgentRuntime: @unchecked Sendable {
                     session.writeOutboxChanges()
                     outboxWriteWait = session.outboxHasUnwrittenChanges
                         ? min(outboxWriteWait * 2, AgentRuntime.outboxRetryLongest) : AgentRuntime.outboxWriteWait
+                }
+                if let due = reservationDue, due <= realNow() {
+                    reservationDue = nil
+                    stamper.state.reserveAhead()
                 }
                 if let due = watchdogDue, let every = options.service.watchdogInterval, due <= realNow() {
                     options.service.alive()   // the watchdog is fed by the event loop itself
@@ -260,6 +265,8 @@ final class AgentRuntime: @unchecked Sendable {
             }
             if case .statusDue = input { refreshStatus(woken: true) } else { refreshStatus(woken: false) }
             scheduleOutboxWrite()
+            // The next block of seqs, reserved once the inbox is empty (a deadline that has passed counts only then).
+            if reservationDue == nil && stamper.state.reservationDue { reservationDue = 0 }
         }
     }
 
@@ -283,13 +290,13 @@ final class AgentRuntime: @unchecked Sendable {
     static let outboxRetryLongest = Duration.seconds(64)
 
     /// The earliest of some deadlines (nil: none), without building an array for it on every input.
-    private func earliest(_ a: Int64?, _ b: Int64?, _ c: Int64?, _ d: Int64?, _ e: Int64?, _ f: Int64?) -> Int64? {
+    private func earliest(_ a: Int64?, _ b: Int64?, _ c: Int64?, _ d: Int64?, _ e: Int64?, _ f: Int64?, _ g: Int64?) -> Int64? {
         func min(_ x: Int64?, _ y: Int64?) -> Int64? {
             guard let x else { return y }
             guard let y else { return x }
             return Swift.min(x, y)
         }
-        return min(min(min(a, b), min(c, d)), min(e, f))
+        return min(min(min(a, b), min(c, d)), min(min(e, f), g))
     }
 
     /// The next input; nil once `deadline` has passed. While the link's live connection is hosted here, its socket
@@ -330,7 +337,9 @@ final class AgentRuntime: @unchecked Sendable {
         let now = realNow()
         if let timer, timer.real <= now { return .tick }
         if let statusDue, statusDue <= now { return .statusDue }
-        if [watchdogDue, clockDue, shedDue, outboxWriteDue].contains(where: { $0.map { $0 <= now } ?? false }) { return .housekeeping }
+        if [watchdogDue, clockDue, shedDue, outboxWriteDue, reservationDue].contains(where: { $0.map { $0 <= now } ?? false }) {
+            return .housekeeping
+        }
         return nil
     }
 
@@ -483,6 +492,8 @@ final class AgentRuntime: @unchecked Sendable {
     /// When what the outbox's disk does not have yet is written if no event took it along (see
     /// `scheduleOutboxWrite`), and how long that wait is now.
     private var outboxWriteDue: Int64?
+    /// The next block of seqs is to be reserved at the next idle moment (see `DeviceState.reserveAhead`).
+    private var reservationDue: Int64?
     private var outboxWriteWait = AgentRuntime.outboxWriteWait
 
     private func declareShed() {
