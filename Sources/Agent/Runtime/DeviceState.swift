@@ -129,11 +129,12 @@ struct DeviceState {
     /// (its ledger write and the two state-file rewrites with their syncs take tens of milliseconds on an SD card).
     var reservationDue: Bool { reserved - seq < DeviceState.seqBlock / 2 }
 
-    /// Reserves the next block ahead of need (ledger, then the state file). After a crash the start declares the
-    /// unused rest as before, up to one and a half blocks now.
+    /// Reserves the next block ahead of need (ledger, then the state file): the reservation grows by one block, so
+    /// still one reservation per 64 events. After a crash the start declares the unused rest as before, up to one and
+    /// a half blocks now.
     mutating func reserveAhead() {
         guard reservationDue else { return }
-        reserved = seq + DeviceState.seqBlock
+        reserved = max(reserved, seq) + DeviceState.seqBlock
         writeLedger(clean: false)
         save()
     }
