@@ -127,7 +127,7 @@ struct DeviceState {
 
     /// Less than half a block of reserved seqs is left: the next block is best reserved now, while no event waits
     /// (its ledger write and the two state-file rewrites with their syncs take tens of milliseconds on an SD card).
-    var reservationDue: Bool { reserved - seq < DeviceState.seqBlock / 2 }
+    var reservationDue: Bool { reserved < seq + DeviceState.seqBlock / 2 }
 
     /// Reserves the next block ahead of need (ledger, then the state file): the reservation grows by one block, so
     /// still one reservation per 64 events. After a crash the start declares the unused rest as before, up to one and
