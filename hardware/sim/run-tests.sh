@@ -116,6 +116,15 @@ run_case() {
 # --- the cases ----------------------------------------------------------------------------------------------------------
 T=parkwise/v1/vm
 
+command_channel() {  # the harness itself: 40 long command lines arrive whole while orphans exit in the guest
+    check "orphans exiting every few ms" "(while true; do (usleep 3000 &); usleep 2000; done) > /dev/null 2>&1 & echo \$! > /tmp/orphans.pid" || return 1
+    local i
+    for i in $(seq 1 40); do
+        check "line $i whole" "echo line-$i | sed s/line/got/ | grep -x got-$i > /dev/null && echo $i-$(printf '%0200d' 0) | cut -c1-20" &&
+        [[ "$OUT" == "$(printf '%s-%0200d' "$i" 0 | cut -c1-20)"$'\n' ]] || { WHY="${WHY:-line $i: $(printf '%q' "$OUT")}"; return 1; }
+    done
+}
+
 spot_changes() {  # Pi 4 profile: GPIO17 and pin 13 (= GPIO27) on pinctrl-bcm2711 (gpiochip1)
     check "agent starts" "start spots pi4-spots.yaml" &&
     check "lines requested with the agent as consumer" "wait_used pi4 17 && wait_used pi4 27 && info pi4 17 | grep parkwise-agent && info pi4 27 | grep parkwise-agent" &&
@@ -219,6 +228,7 @@ run_pass() {
     fi
     echo "${PFX}agent loads ${OUT%%$'\n'*}"
 
+    run_case "command channel: long lines arrive whole while orphans exit" command_channel "kill \$(cat /tmp/orphans.pid) 2>/dev/null; true"
     run_case "spot occupied/vacated, retained states, clean stop (Pi 4)" spot_changes "[ -f /tmp/spots.pid ] && stop spots; pull pi4 17 down; pull pi4 27 down"
     run_case "lane passage in both directions (two loops)" lane_passage "[ -f /tmp/lane.pid ] && stop lane; pull pi4 22 down; pull pi4 23 down"
     run_case "bias and active-low (MCP23017 by label and by device, GPA/GPB names)" bias_active_low "[ -f /tmp/mcp.pid ] && stop mcp"

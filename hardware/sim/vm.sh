@@ -55,7 +55,8 @@ vm_up() {
 }
 
 # g [-t SECONDS] COMMAND: runs a shell command in the guest (with guest/lib.sh loaded); its output in OUT.
-# Returns the command's exit code; 124 if it did not finish in time (default 60 s), 125 if the VM is gone.
+# Returns the command's exit code; 124 if it did not finish in time (default 60 s), 125 if the VM is gone, 126 if the
+# guest answered another command (the line reached it garbled).
 g() {
     local timeout=60 status
     if [[ "$1" == -t ]]; then timeout=$2; shift 2; fi
@@ -68,6 +69,9 @@ g() {
         [[ $status -eq 2 ]] && { OUT+="(the VM is gone)"; return 125; }
         case "$LINE" in
             "@@END $SEQ "*) return "${LINE##* }" ;;
+            "@@END "*) LINE="${LINE#@@END }"
+                       OUT+="(the guest answered command '${LINE% *}' instead of $SEQ: the command line reached it garbled)"
+                       return 126 ;;
             "| "*) OUT+="${LINE#| }"$'\n' ;;
         esac
     done
