@@ -11,12 +11,23 @@ public enum ConfigFile {
         try ConfigReader.read(try tree(path: path), file: path)
     }
 
+    /// `load`, and the fingerprint (`hash`) of the very bytes it read: one read, so the two cannot
+    /// come from different versions of a file being edited.
+    public static func loadFingerprinted(path: String) throws(ConfigIssues) -> (config: AgentConfig, hash: String) {
+        let bytes = try bytes(path: path)
+        return (try parse(bytes, file: path), fingerprint(bytes))
+    }
+
     /// The file's YAML as a `ConfigNode` tree, for other readers (the bridge's config); the same
     /// file:line:col problems as `load`.
     public static func tree(path: String) throws(ConfigIssues) -> ConfigNode {
+        try YAMLParser.parse(try bytes(path: path), file: path)
+    }
+
+    private static func bytes(path: String) throws(ConfigIssues) -> [UInt8] {
         switch read(path) {
         case .success(let bytes):
-            return try YAMLParser.parse(bytes, file: path)
+            return bytes
         case .failure(let problem):
             throw ConfigIssues([ConfigIssue(file: path, mark: Mark(line: 1, column: 1),
                                             message: "cannot read the config file: \(problem.text)",
@@ -57,6 +68,10 @@ public enum ConfigFile {
     /// backend can tell which config a device runs.
     public static func hash(path: String) -> String? {
         guard case .success(let bytes) = read(path) else { return nil }
+        return fingerprint(bytes)
+    }
+
+    private static func fingerprint(_ bytes: [UInt8]) -> String {
         var h: UInt64 = 0xcbf2_9ce4_8422_2325
         for byte in bytes { h = (h ^ UInt64(byte)) &* 0x100_0000_01b3 }
         let hex = String(h, radix: 16)

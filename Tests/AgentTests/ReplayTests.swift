@@ -55,7 +55,8 @@ func isoMilliseconds(_ text: Any?) -> Double? {
         let broker = try Broker()
         let subscriber = try Subscriber(broker)
         try subscriber.listen()
-        let agent = try Child(agentBinary, ["run", "--config", try writeGarage(dir), "--replay", try writeTrace(dir),
+        let configPath = try writeGarage(dir)
+        let agent = try Child(agentBinary, ["run", "--config", configPath, "--replay", try writeTrace(dir),
                                             "--speed", "4", "--broker", broker.url, "--outbox", dir.path + "/outbox"])
         #expect(eventually(15) { subscriber.events().count >= 5 }, "events so far: \(subscriber.events().count); \(agent.stderr)")
         let events = subscriber.events()
@@ -80,6 +81,10 @@ func isoMilliseconds(_ text: Any?) -> Double? {
         let retained = try retainedMessages(broker, prefix + "/#")
         let byTopic = Dictionary(retained.map { ($0.topic, $0.json) }, uniquingKeysWith: { $1 })
         #expect(byTopic[prefix + "/status"]?["state"] as? String == "online")
+        // The birth names the config it runs by the FNV-1a 64 of the file's bytes.
+        var fnv: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in try Data(contentsOf: URL(fileURLWithPath: configPath)) { fnv = (fnv ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        #expect(byTopic[prefix + "/status"]?["config_hash"] as? String == String(format: "%016llx", fnv))
         #expect(byTopic[prefix + "/state/spot/P2-A-01"]?["state"] as? String == "free")
         #expect(byTopic[prefix + "/state/spot/P2-A-02"]?["state"] as? String == "free")
         let level = try #require(byTopic[prefix + "/state/level/P2"])

@@ -35,7 +35,8 @@ enum RunCommand {
         let path = args.option("config")!
         if args.flag("verbose") || Environment.value("PARKWISE_LOG") == "debug" { Log.threshold = .debug }
         var config: AgentConfig
-        do { config = try ConfigFile.load(path: path) } catch {
+        let configHash: String
+        do { (config, configHash) = try ConfigFile.loadFingerprinted(path: path) } catch {
             printError(error.description)
             return ExitCode.config
         }
@@ -76,7 +77,7 @@ enum RunCommand {
         let runtime: AgentRuntime
         do {
             runtime = try AgentRuntime(config: config, source: source, clock: clock, credentials: credentials,
-                                       options: .init(configHash: ConfigFile.hash(path: path), mode: source.mode,
+                                       options: .init(configHash: configHash, mode: source.mode,
                                                      service: ServiceNotifier(environment: Environment.values(ServiceNotifier.variables)),
                                                      lineQueueBound: lineQueue))
         } catch {
