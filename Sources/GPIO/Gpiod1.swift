@@ -86,9 +86,13 @@ final class ChipHandle {
         (0..<lineCount).map { offset in line(at: offset).flatMap(Self.name(of:)) }
     }
 
-    /// The offset of the first line with this exact name.
+    /// The offset of the line with this exact name: `likely` if that line has it (one question to the kernel instead
+    /// of one per line before it), else the first that has it.
     /// (A loop over gpiod_chip_get_line rather than gpiod_chip_find_line, so no line bulk of at most 64 is involved.)
-    func offset(ofLineNamed wanted: String) -> Int? {
+    func offset(ofLineNamed wanted: String, likely: Int? = nil) -> Int? {
+        if let likely, likely >= 0, likely < lineCount, let line = line(at: likely), Self.name(of: line) == wanted {
+            return likely
+        }
         for offset in 0..<lineCount {
             if let line = line(at: offset), Self.name(of: line) == wanted { return offset }
         }

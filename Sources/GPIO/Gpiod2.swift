@@ -137,8 +137,12 @@ final class ChipHandle {
         (0..<lineCount).map { offset in lineInfo(at: offset)?.use(Self.name(of:)) }
     }
 
-    /// The offset of the first line with this exact name.
-    func offset(ofLineNamed wanted: String) -> Int? {
+    /// The offset of the line with this exact name: `likely` if that line has it (one question to the kernel instead
+    /// of libgpiod's scan of every line before it), else the first that has it.
+    func offset(ofLineNamed wanted: String, likely: Int? = nil) -> Int? {
+        if let likely, likely >= 0, likely < lineCount, lineInfo(at: likely)?.use(Self.name(of:)) == wanted {
+            return likely
+        }
         let offset = gpiod_chip_get_line_offset_from_name(chip, wanted)  // -1 with ENOENT when no line has it
         return offset >= 0 && Int(offset) < lineCount ? Int(offset) : nil
     }

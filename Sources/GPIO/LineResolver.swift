@@ -71,7 +71,7 @@ struct LineResolver {
                 // On pinctrl-bcm2835, -bcm2711 and -rp1 the header GPIOs 0-27 are offsets 0-27. Some kernels name a
                 // few of them by function instead ("TXD1", "GPIO_GCLK", "ID_SDA"), so the offset is the fallback.
                 let byOffset = number <= 27 && number < chip.lineCount ? number : nil
-                if let offset = chip.offset(ofLineNamed: name) ?? byOffset {
+                if let offset = chip.offset(ofLineNamed: name, likely: byOffset) ?? byOffset {
                     return ResolvedLine(chip: chip, offset: offset)
                 }
                 throw GPIOError(code: .lineNotFound,
