@@ -92,17 +92,32 @@ public final class UplinkSession {
 
     /// Hands the link the outbox's next events in seq order (the announcement in its place), while fewer than
     /// `window` are unacknowledged.
+    /// Events above this seq wait: the disk holds no reservation for them yet, and a crash would have the next run
+    /// send their seqs again (see the agent's `DeviceState.durable`).
+    public private(set) var sendableUpTo: UInt64 = .max
+
+    /// Raising the limit sends what waited for it.
+    public func allowSending(upTo seq: UInt64) {
+        let raised = seq > sendableUpTo
+        sendableUpTo = seq
+        if raised { pump() }
+    }
+
     private func pump() {
         guard connection != nil else { return }
         for entry in outbox.pending where entry.event.seq > sentUpTo {
-            if let announcement, !announcementSent, announcement.event.seq < entry.event.seq { sendAnnouncement(announcement) }
+            if let announcement, !announcementSent, announcement.event.seq < entry.event.seq,
+               announcement.event.seq <= sendableUpTo {
+                sendAnnouncement(announcement)
+            }
+            guard entry.event.seq <= sendableUpTo else { return }
             guard eventsInFlight < window else { return }
             var event = entry.event
             if event.seq <= replayUpTo { event.replayed = true }
             sentUpTo = event.seq
             if send(event, as: .event(event.seq)) { eventsInFlight += 1 }
         }
-        if let announcement, !announcementSent { sendAnnouncement(announcement) }
+        if let announcement, !announcementSent, announcement.event.seq <= sendableUpTo { sendAnnouncement(announcement) }
     }
 
     private func sendAnnouncement(_ entry: OutboxEntry) {

@@ -374,6 +374,65 @@ func acceptedEvents(_ path: String) -> [Int: String] {
         subscriber.stop()
     }
 
+    /// The state directory refuses every write (a file-size limit of 10 bytes: the ledger, both state files and the
+    /// outbox fail, as on an SD card ext4 has remounted read-only): no seq beyond the last one reserved on disk is
+    /// sent; once the disk takes writes again the events that waited go out; and after a `kill -9` the next run,
+    /// counting on from the disk, sends no seq twice.
+    @Test func aStateDirectoryThatRefusesEveryWriteSendsNoSeqItCouldUseAgain() throws {
+        let dir = temporaryDirectory()
+        let broker = try Broker()
+        let subscriber = try Subscriber(broker)
+        try subscriber.listen()
+        let config = try writeBusyGarage(dir)
+        let outbox = dir.path + "/outbox"
+        let prefix = "parkwise/v1/testsite/busy"
+        // A first run leaves the ledger and the state file behind, stopped cleanly: seq 5 is exact on disk.
+        let first = try Child(agentBinary, ["run", "--config", config, "--replay", try busyTrace(dir, count: 5, every: 20).path,
+                                            "--broker", broker.url, "--outbox", outbox])
+        #expect(eventually(15) { subscriber.events().count >= 5 }, "\(first.stderr)")
+        first.signal(SIGTERM)
+        #expect(first.wait(10) == 0)
+
+        let second = try Child("/usr/bin/prlimit", ["--fsize=10:unlimited", agentBinary, "run", "--config", config, "--replay",
+                                                    try busyTrace(dir, count: 30, every: 20, name: "second.jsonl").path,
+                                                    "--broker", broker.url, "--outbox", outbox])
+        #expect(eventually(15) { second.stderr.contains("trace finished") }, "\(second.stderr)")
+        // A command's reply: the loop has handled every change of the trace before it, so whatever it would send is sent.
+        try publish(broker, prefix + "/cmd/calibrate", #"{"level": "P9", "count": 1, "id": "after-trace"}"#)
+        #expect(eventually(10) { subscriber.messages.contains { $0.topic == prefix + "/reply" && $0.payload.contains("after-trace") } },
+                "\(second.stderr)")
+        #expect(second.stderr.contains("cannot reserve sequence numbers"), "\(second.stderr)")
+        #expect(subscriber.events().allSatisfy { ($0["seq"] as? Int ?? 0) <= 5 }, "sent without a reservation on disk")
+        // The disk takes writes again (the limit lifted on the running agent): the reservation is tried again and the
+        // events that waited for it go out, in order.
+        let lift = try Child("/usr/bin/prlimit", ["--pid", "\(second.pid)", "--fsize=unlimited"])
+        #expect(lift.wait(5) == 0, "\(lift.stderr)")
+        #expect(eventually(20) { Set(subscriber.events().compactMap { $0["seq"] as? Int }).isSuperset(of: Set(1...35)) },
+                "\(subscriber.events().compactMap { $0["seq"] as? Int }.sorted()) \(second.stderr)")
+        #expect(second.stderr.contains("sequence numbers reserved again"), "\(second.stderr)")
+        second.signal(SIGKILL)
+        _ = second.wait(5)
+
+        // The next run counts on from what the disk says, with events of its own.
+        let third = try Child(agentBinary, ["run", "--config", config, "--replay",
+                                            try busyTrace(dir, count: 5, every: 20, name: "third.jsonl").path,
+                                            "--broker", broker.url, "--outbox", outbox])
+        #expect(eventually(15) { third.stderr.contains("trace finished") }, "\(third.stderr)")
+        try publish(broker, prefix + "/cmd/calibrate", #"{"level": "P9", "count": 1, "id": "third-running"}"#)
+        #expect(eventually(10) { subscriber.messages.contains { $0.topic == prefix + "/reply" && $0.payload.contains("third-running") } })
+        third.signal(SIGTERM)
+        #expect(third.wait(10) == 0)
+        try subscriber.drain()
+        subscriber.stop()
+        // Each seq names one event: one id, whichever run sent it.
+        var ids: [Int: Set<String>] = [:]
+        for event in subscriber.events() {
+            if let seq = event["seq"] as? Int, let id = event["id"] as? String { ids[seq, default: []].insert(id) }
+        }
+        let reused = ids.filter { $0.value.count > 1 }.keys.sorted()
+        #expect(reused.isEmpty, "seqs sent twice with different events: \(reused)")
+    }
+
     /// Both copies of device-state.json unreadable: `boot` and `seq` still go on from the ledger.
     @Test func anUnreadableDeviceStateNeverSendsBootOrSeqBack() throws {
         let dir = temporaryDirectory()

@@ -211,6 +211,9 @@ final class AgentRuntime: @unchecked Sendable {
                 if let due = reservationDue, due <= realNow() {
                     reservationDue = nil
                     stamper.state.reserveAhead()
+                    session.allowSending(upTo: stamper.state.durable)
+                    reservationRetryWait = stamper.state.awaitingReservation
+                        ? min(reservationRetryWait * 2, AgentRuntime.outboxRetryLongest) : AgentRuntime.outboxWriteWait
                 }
                 if let due = watchdogDue, let every = options.service.watchdogInterval, due <= realNow() {
                     options.service.alive()   // the watchdog is fed by the event loop itself
@@ -266,7 +269,11 @@ final class AgentRuntime: @unchecked Sendable {
             if case .statusDue = input { refreshStatus(woken: true) } else { refreshStatus(woken: false) }
             scheduleOutboxWrite()
             // The next block of seqs, reserved once the inbox is empty (a deadline that has passed counts only then).
-            if reservationDue == nil && stamper.state.reservationDue { reservationDue = 0 }
+            // While the disk refuses it and events wait for it, it is tried again after a wait doubling up to 64 s.
+            if reservationDue == nil && stamper.state.reservationDue {
+                reservationDue = stamper.state.awaitingReservation
+                    ? coarseMonotonicNanoseconds() + reservationRetryWait.nanosecondCount : 0
+            }
         }
     }
 
@@ -412,6 +419,7 @@ final class AgentRuntime: @unchecked Sendable {
         tracker.note(entries)
         stamper.state.setLaneCounts(garage.laneCounts)
         stamper.state.save()
+        session.allowSending(upTo: stamper.state.durable)
         for entry in entries { Log.debug("event", ["type": entry.event.type, "seq": entry.event.seq]) }
         let lost = session.accept(entries).map(\.event.seq)
         if !lost.isEmpty {
@@ -452,6 +460,7 @@ final class AgentRuntime: @unchecked Sendable {
         }
         stamper.state.announce(entry)
         stamper.state.save()
+        session.allowSending(upTo: stamper.state.durable)
         session.announce(entry)
     }
 
@@ -494,6 +503,8 @@ final class AgentRuntime: @unchecked Sendable {
     private var outboxWriteDue: Int64?
     /// The next block of seqs is to be reserved at the next idle moment (see `DeviceState.reserveAhead`).
     private var reservationDue: Int64?
+    /// How long after a refused reservation it is tried again while events wait for it.
+    private var reservationRetryWait = AgentRuntime.outboxWriteWait
     private var outboxWriteWait = AgentRuntime.outboxWriteWait
 
     private func declareShed() {

@@ -20,6 +20,11 @@ struct DeviceState {
     /// Every seq up to this one is acknowledged or declared; written with each reservation.
     var settled: UInt64 = 0
     private var reserved: UInt64 = 0
+    /// The highest seq the next start would count on from: reserved in the ledger or the state file, or held by the
+    /// outbox on disk. An event with a higher seq must not be sent yet, or a crash now would have the next run send
+    /// that seq again with another event (a disk refusing every write: a read-only remount, EIO). Without a state
+    /// directory nothing is on disk and nothing is held back (seqs restart at 1 there anyway).
+    private(set) var durable: UInt64 = 0
     private let ledger: SeqLedger?
     /// Seqs reserved per ledger write.
     static let seqBlock: UInt64 = 64
@@ -100,6 +105,7 @@ struct DeviceState {
         boot = max(boot, previousRun?.boot ?? 0) + 1
         seq = max(seq, previousRun?.reserved ?? 0)
         reserved = seq
+        durable = path == nil ? .max : seq   // read from disk
         settled = previousRun?.settled ?? 0
         writeLedger(clean: false)
         save()
@@ -125,16 +131,20 @@ struct DeviceState {
         return seq
     }
 
-    /// Less than half a block of reserved seqs is left: the next block is best reserved now, while no event waits
+    /// Less than half a block of seqs is reserved on disk: the next block is best reserved now, while no event waits
     /// (its ledger write and the two state-file rewrites with their syncs take tens of milliseconds on an SD card).
-    var reservationDue: Bool { reserved < seq + DeviceState.seqBlock / 2 }
+    /// Also true while a reservation the disk refused leaves events unsendable.
+    var reservationDue: Bool { durable < seq + DeviceState.seqBlock / 2 }
+
+    /// Seqs were given out that no reservation on disk covers: their events wait until one does.
+    var awaitingReservation: Bool { seq > durable }
 
     /// Reserves the next block ahead of need (ledger, then the state file): the reservation grows by one block, so
     /// still one reservation per 64 events. After a crash the start declares the unused rest as before, up to one and
-    /// a half blocks now.
+    /// a half blocks now. After a refused write the same reservation is written again.
     mutating func reserveAhead() {
         guard reservationDue else { return }
-        reserved = max(reserved, seq) + DeviceState.seqBlock
+        if reserved < seq + DeviceState.seqBlock / 2 { reserved = max(reserved, seq) + DeviceState.seqBlock }
         writeLedger(clean: false)
         save()
     }
@@ -154,6 +164,7 @@ struct DeviceState {
             ledgerFailures.occurred(1, ["error": error.message])
             return
         }
+        durable = max(durable, reserved)
         ledgerFailures.ended()
     }
 
@@ -161,6 +172,7 @@ struct DeviceState {
     mutating func atLeast(seq floor: UInt64, from outbox: String) throws(Exhausted) {
         try Self.check(floor, "seq", in: outbox)
         seq = max(seq, floor)
+        durable = max(durable, floor)   // on disk in the outbox
     }
 
     private static func check(_ count: UInt64, _ name: String, in path: String) throws(Exhausted) {
@@ -236,6 +248,7 @@ struct DeviceState {
             saveFailures.occurred(1, ["path": path, "error": error])
         } else {
             saved = stored
+            durable = max(durable, stored.seq)
             saveFailures.ended(["path": path])
         }
     }
