@@ -403,6 +403,10 @@ func acceptedEvents(_ path: String) -> [Int: String] {
                 "\(second.stderr)")
         #expect(second.stderr.contains("cannot reserve sequence numbers"), "\(second.stderr)")
         #expect(subscriber.events().allSatisfy { ($0["seq"] as? Int ?? 0) <= 5 }, "sent without a reservation on disk")
+        func spotStateSeqs() -> [Int] {
+            subscriber.messages.filter { $0.topic.contains("/state/spot/") }.compactMap { $0.json["seq"] as? Int }
+        }
+        #expect(spotStateSeqs().allSatisfy { $0 <= 5 }, "a state ahead of the events it includes: \(spotStateSeqs())")
         // The disk takes writes again (the limit lifted on the running agent): the reservation is tried again and the
         // events that waited for it go out, in order.
         let lift = try Child("/usr/bin/prlimit", ["--pid", "\(second.pid)", "--fsize=unlimited"])
@@ -410,6 +414,7 @@ func acceptedEvents(_ path: String) -> [Int: String] {
         #expect(eventually(20) { Set(subscriber.events().compactMap { $0["seq"] as? Int }).isSuperset(of: Set(1...35)) },
                 "\(subscriber.events().compactMap { $0["seq"] as? Int }.sorted()) \(second.stderr)")
         #expect(second.stderr.contains("sequence numbers reserved again"), "\(second.stderr)")
+        #expect(eventually(10) { spotStateSeqs().contains { $0 >= 35 } }, "the states follow their events: \(spotStateSeqs())")
         second.signal(SIGKILL)
         _ = second.wait(5)
 
@@ -431,6 +436,38 @@ func acceptedEvents(_ path: String) -> [Int: String] {
         }
         let reused = ids.filter { $0.value.count > 1 }.keys.sorted()
         #expect(reused.isEmpty, "seqs sent twice with different events: \(reused)")
+    }
+
+    /// A state directory that refuses every write, with nothing to send: the reservation is tried again later, not
+    /// in a loop (each try is a few write calls, which /proc/PID/io counts: a loop makes thousands a second).
+    @Test func aStateDirectoryThatRefusesEveryWriteIsNotAskedInALoop() throws {
+        let dir = temporaryDirectory()
+        let broker = try Broker()
+        let subscriber = try Subscriber(broker)
+        try subscriber.listen()
+        let prefix = "parkwise/v1/testsite/busy"
+        let agent = try Child("/usr/bin/prlimit", ["--fsize=10:unlimited", agentBinary, "run", "--config", try writeBusyGarage(dir),
+                                                   "--replay", try writeTrace(dir, ""), "--broker", broker.url,
+                                                   "--outbox", dir.path + "/outbox"])
+        func writeCalls() -> Int? {
+            (try? String(contentsOfFile: "/proc/\(agent.pid)/io", encoding: .utf8))?.split(separator: "\n")
+                .first { $0.hasPrefix("syscw:") }.flatMap { Int($0.dropFirst(6).trimmingCharacters(in: .whitespaces)) }
+        }
+        func roundTrip(_ id: String) -> Bool {
+            (try? publish(broker, prefix + "/cmd/calibrate", #"{"level": "P9", "count": 1, "id": "\#(id)"}"#)) != nil
+                && eventually(10) { subscriber.messages.contains { $0.topic == prefix + "/reply" && $0.payload.contains(id) } }
+        }
+        #expect(eventually(15) { agent.stderr.contains("trace finished") }, "\(agent.stderr)")
+        #expect(roundTrip("settled"), "\(agent.stderr)")
+        let before = try #require(writeCalls())
+        #expect(roundTrip("idle-1") && roundTrip("idle-2") && roundTrip("idle-3"), "\(agent.stderr)")
+        let after = try #require(writeCalls())
+        // Three commands answered (a log line, the reply and libmosquitto's wake-up bytes each: about 7 write calls)
+        // and at most one retry of the reservation: a few dozen. Asked in a loop, it was 560,000 and no reply came.
+        #expect(after - before < 100, "write calls while idle: \(after - before)")
+        agent.signal(SIGTERM)
+        _ = agent.wait(10)
+        subscriber.stop()
     }
 
     /// Both copies of device-state.json unreadable: `boot` and `seq` still go on from the ledger.

@@ -211,9 +211,6 @@ final class AgentRuntime: @unchecked Sendable {
                 if let due = reservationDue, due <= realNow() {
                     reservationDue = nil
                     stamper.state.reserveAhead()
-                    session.allowSending(upTo: stamper.state.durable)
-                    reservationRetryWait = stamper.state.awaitingReservation
-                        ? min(reservationRetryWait * 2, AgentRuntime.outboxRetryLongest) : AgentRuntime.outboxWriteWait
                 }
                 if let due = watchdogDue, let every = options.service.watchdogInterval, due <= realNow() {
                     options.service.alive()   // the watchdog is fed by the event loop itself
@@ -268,11 +265,19 @@ final class AgentRuntime: @unchecked Sendable {
             }
             if case .statusDue = input { refreshStatus(woken: true) } else { refreshStatus(woken: false) }
             scheduleOutboxWrite()
+            // What waited for a reservation on disk goes out once one is there (a save can make it, not only a retry).
+            if stamper.state.durable > session.sendableUpTo { releaseHeld() }
             // The next block of seqs, reserved once the inbox is empty (a deadline that has passed counts only then).
-            // While the disk refuses it and events wait for it, it is tried again after a wait doubling up to 64 s.
+            // A reservation the disk refused is tried again after a wait doubling up to 64 s, never in a loop.
             if reservationDue == nil && stamper.state.reservationDue {
-                reservationDue = stamper.state.awaitingReservation
-                    ? coarseMonotonicNanoseconds() + reservationRetryWait.nanosecondCount : 0
+                if stamper.state.reservationRefused {
+                    Log.debug("seq reservation refused, tried again later", ["wait_s": reservationRetryWait.components.seconds])
+                    reservationDue = coarseMonotonicNanoseconds() + reservationRetryWait.nanosecondCount
+                    reservationRetryWait = min(reservationRetryWait * 2, AgentRuntime.outboxRetryLongest)
+                } else {
+                    reservationDue = 0
+                    reservationRetryWait = AgentRuntime.outboxWriteWait
+                }
             }
         }
     }
@@ -523,6 +528,9 @@ final class AgentRuntime: @unchecked Sendable {
     }
 
     private func publishChangedStates() {
+        // A spot's state names the newest event it includes (its seq): while events wait for a reservation on disk,
+        // the states wait with them, or a crash now would leave the broker a state ahead of every seq sent again.
+        guard !stamper.state.awaitingReservation else { return }
         let changed = garage.takeChanged()
         for s in changed.spots {
             let spot = garage.spot(s)
@@ -532,6 +540,12 @@ final class AgentRuntime: @unchecked Sendable {
             let level = garage.level(l)
             session.setRetained(topic: levelTopics[l], payload: WireJSON.encode(stamper.levelState(level)))
         }
+    }
+
+    /// Sends what waited for a reservation on disk: the events it now covers, then (once none waits) the states.
+    private func releaseHeld() {
+        session.allowSending(upTo: stamper.state.durable)
+        publishChangedStates()
     }
 
     /// Arms the garage's next deadline. A timer armed for an earlier instant is kept (its tick finds nothing due and

@@ -139,6 +139,9 @@ struct DeviceState {
     /// Seqs were given out that no reservation on disk covers: their events wait until one does.
     var awaitingReservation: Bool { seq > durable }
 
+    /// The last reservation was not written: the next try waits (a disk that refuses it is not asked in a loop).
+    var reservationRefused: Bool { durable < reserved }
+
     /// Reserves the next block ahead of need (ledger, then the state file): the reservation grows by one block, so
     /// still one reservation per 64 events. After a crash the start declares the unused rest as before, up to one and
     /// a half blocks now. After a refused write the same reservation is written again.
