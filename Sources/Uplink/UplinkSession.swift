@@ -263,7 +263,11 @@ public final class UplinkSession {
 
     public var offlineAcknowledged: Bool { offlineStatusAcked }
     /// Nothing sent is waiting for its PUBACK, and nothing in the outbox waits to be sent.
-    public var settled: Bool { inFlight.isEmpty && (outbox.pending.last?.event.seq ?? 0) <= sentUpTo }
+    /// Everything that may be sent was sent and acknowledged (events held for a seq reservation cannot be).
+    public var settled: Bool { inFlight.isEmpty && min(outbox.pending.last?.event.seq ?? 0, sendableUpTo) <= sentUpTo }
+
+    /// Events waiting for a seq reservation on disk (see `sendableUpTo`).
+    public var heldCount: Int { outbox.pending.reduce(0) { $0 + ($1.event.seq > sendableUpTo ? 1 : 0) } }
 
     @discardableResult
     private func send(_ event: EventPayload, as sent: Sent) -> Bool {

@@ -330,6 +330,22 @@ func acceptedEvents(_ path: String) -> [Int: String] {
 /// The sequence promise across crashes and damaged state: a seq is never used twice, and every seq
 /// below the next run's first one arrived or lies in a declared `outbox.dropped` range.
 @Suite(.serialized) struct SequencePromiseTests {
+    let prefix = "parkwise/v1/testsite/busy"
+
+    /// The agent on `dir`'s busy garage, its state directory refusing every write: a file-size limit of 10 bytes (the
+    /// ledger, both state files and the outbox fail, as on an SD card ext4 has remounted read-only), a soft one that
+    /// `prlimit --pid` can lift while it runs.
+    func agentOnARefusingDisk(_ dir: URL, _ broker: Broker, trace: String) throws -> Child {
+        try Child("/usr/bin/prlimit", ["--fsize=10:unlimited", agentBinary, "run", "--config", try writeBusyGarage(dir),
+                                       "--replay", trace, "--broker", broker.url, "--outbox", dir.path + "/outbox"])
+    }
+
+    /// A command answered (a bad calibration, its reply): the agent's loop has handled everything before it.
+    func answered(_ broker: Broker, _ subscriber: Subscriber, id: String) -> Bool {
+        (try? publish(broker, prefix + "/cmd/calibrate", #"{"level": "P9", "count": 1, "id": "\#(id)"}"#)) != nil
+            && eventually(10) { subscriber.messages.contains { $0.topic == prefix + "/reply" && $0.payload.contains(id) } }
+    }
+
     /// Seqs the `outbox.dropped` events declare.
     func declared(_ events: [[String: Any]]) -> Set<Int> {
         events.filter { $0["type"] as? String == "outbox.dropped" }.reduce(into: Set<Int>()) { set, e in
@@ -385,7 +401,6 @@ func acceptedEvents(_ path: String) -> [Int: String] {
         try subscriber.listen()
         let config = try writeBusyGarage(dir)
         let outbox = dir.path + "/outbox"
-        let prefix = "parkwise/v1/testsite/busy"
         // A first run leaves the ledger and the state file behind, stopped cleanly: seq 5 is exact on disk.
         let first = try Child(agentBinary, ["run", "--config", config, "--replay", try busyTrace(dir, count: 5, every: 20).path,
                                             "--broker", broker.url, "--outbox", outbox])
@@ -393,14 +408,10 @@ func acceptedEvents(_ path: String) -> [Int: String] {
         first.signal(SIGTERM)
         #expect(first.wait(10) == 0)
 
-        let second = try Child("/usr/bin/prlimit", ["--fsize=10:unlimited", agentBinary, "run", "--config", config, "--replay",
-                                                    try busyTrace(dir, count: 30, every: 20, name: "second.jsonl").path,
-                                                    "--broker", broker.url, "--outbox", outbox])
+        let second = try agentOnARefusingDisk(dir, broker, trace: try busyTrace(dir, count: 30, every: 20, name: "second.jsonl").path)
         #expect(eventually(15) { second.stderr.contains("trace finished") }, "\(second.stderr)")
-        // A command's reply: the loop has handled every change of the trace before it, so whatever it would send is sent.
-        try publish(broker, prefix + "/cmd/calibrate", #"{"level": "P9", "count": 1, "id": "after-trace"}"#)
-        #expect(eventually(10) { subscriber.messages.contains { $0.topic == prefix + "/reply" && $0.payload.contains("after-trace") } },
-                "\(second.stderr)")
+        // Answered: every change of the trace was handled before, so whatever it would send is sent.
+        #expect(answered(broker, subscriber, id: "after-trace"), "\(second.stderr)")
         #expect(second.stderr.contains("cannot reserve sequence numbers"), "\(second.stderr)")
         #expect(subscriber.events().allSatisfy { ($0["seq"] as? Int ?? 0) <= 5 }, "sent without a reservation on disk")
         func spotStateSeqs() -> [Int] {
@@ -423,8 +434,7 @@ func acceptedEvents(_ path: String) -> [Int: String] {
                                             try busyTrace(dir, count: 5, every: 20, name: "third.jsonl").path,
                                             "--broker", broker.url, "--outbox", outbox])
         #expect(eventually(15) { third.stderr.contains("trace finished") }, "\(third.stderr)")
-        try publish(broker, prefix + "/cmd/calibrate", #"{"level": "P9", "count": 1, "id": "third-running"}"#)
-        #expect(eventually(10) { subscriber.messages.contains { $0.topic == prefix + "/reply" && $0.payload.contains("third-running") } })
+        #expect(answered(broker, subscriber, id: "third-running"))
         third.signal(SIGTERM)
         #expect(third.wait(10) == 0)
         try subscriber.drain()
@@ -445,22 +455,16 @@ func acceptedEvents(_ path: String) -> [Int: String] {
         let broker = try Broker()
         let subscriber = try Subscriber(broker)
         try subscriber.listen()
-        let prefix = "parkwise/v1/testsite/busy"
-        let agent = try Child("/usr/bin/prlimit", ["--fsize=10:unlimited", agentBinary, "run", "--config", try writeBusyGarage(dir),
-                                                   "--replay", try writeTrace(dir, ""), "--broker", broker.url,
-                                                   "--outbox", dir.path + "/outbox"])
+        let agent = try agentOnARefusingDisk(dir, broker, trace: try writeTrace(dir, ""))
         func writeCalls() -> Int? {
             (try? String(contentsOfFile: "/proc/\(agent.pid)/io", encoding: .utf8))?.split(separator: "\n")
                 .first { $0.hasPrefix("syscw:") }.flatMap { Int($0.dropFirst(6).trimmingCharacters(in: .whitespaces)) }
         }
-        func roundTrip(_ id: String) -> Bool {
-            (try? publish(broker, prefix + "/cmd/calibrate", #"{"level": "P9", "count": 1, "id": "\#(id)"}"#)) != nil
-                && eventually(10) { subscriber.messages.contains { $0.topic == prefix + "/reply" && $0.payload.contains(id) } }
-        }
         #expect(eventually(15) { agent.stderr.contains("trace finished") }, "\(agent.stderr)")
-        #expect(roundTrip("settled"), "\(agent.stderr)")
+        #expect(answered(broker, subscriber, id: "settled"), "\(agent.stderr)")
         let before = try #require(writeCalls())
-        #expect(roundTrip("idle-1") && roundTrip("idle-2") && roundTrip("idle-3"), "\(agent.stderr)")
+        #expect(answered(broker, subscriber, id: "idle-1") && answered(broker, subscriber, id: "idle-2")
+                && answered(broker, subscriber, id: "idle-3"), "\(agent.stderr)")
         let after = try #require(writeCalls())
         // Three commands answered (a log line, the reply and libmosquitto's wake-up bytes each: about 7 write calls)
         // and at most one retry of the reservation: a few dozen. Asked in a loop, it was 560,000 and no reply came.
@@ -468,6 +472,26 @@ func acceptedEvents(_ path: String) -> [Int: String] {
         agent.signal(SIGTERM)
         _ = agent.wait(10)
         subscriber.stop()
+    }
+
+    /// A stop while events wait for a reservation the disk refuses: the stop does not wait for acknowledgements that
+    /// cannot come, and says how many events it leaves unsent from which seq.
+    @Test func aStopWithEventsHeldForAReservationSaysSo() throws {
+        let dir = temporaryDirectory()
+        let broker = try Broker()
+        let subscriber = try Subscriber(broker)
+        try subscriber.listen()
+        let agent = try agentOnARefusingDisk(dir, broker, trace: try busyTrace(dir, count: 3, every: 20).path)
+        #expect(eventually(15) { agent.stderr.contains("trace finished") }, "\(agent.stderr)")
+        #expect(answered(broker, subscriber, id: "after-trace"), "\(agent.stderr)")
+        #expect(subscriber.events().isEmpty, "\(subscriber.events())")
+        agent.signal(SIGTERM)
+        #expect(agent.wait(10) == 0)
+        subscriber.stop()
+        let line = agent.stderr.split(separator: "\n").first { $0.contains("events left unsent at the stop") }
+        // The trace's three events and the `outbox.fault` saying the disk refused them.
+        #expect(line?.contains("events=4 first_seq=1") == true, "\(agent.stderr)")
+        #expect(!agent.stderr.contains("broker did not acknowledge everything"), "\(agent.stderr)")
     }
 
     /// Both copies of device-state.json unreadable: `boot` and `seq` still go on from the ledger.

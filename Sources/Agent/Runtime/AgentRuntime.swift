@@ -366,6 +366,10 @@ final class AgentRuntime: @unchecked Sendable {
         // flush() arms the garage's next timer; nothing is due any more once stopping.
         timer = nil
         statusDue = nil
+        if stamper.state.awaitingReservation {   // a last try: the disk may take the reservation now
+            stamper.state.reserveAhead()
+            releaseHeld()
+        }
         session.sayOffline()
         let giveUp = monotonicNanoseconds() + options.stopGrace.nanosecondCount
         var unread = 0   // line changes still queued: never stamped nor stored, the board's levels say the rest at the next start
@@ -399,6 +403,10 @@ final class AgentRuntime: @unchecked Sendable {
         while let input = inbox.next(until: 0) { if case .uplink(.message) = input { unanswered += 1 } }
         if unanswered > 0 { Log.info("commands left unanswered at the stop", ["commands": unanswered]) }
         session.writeOutboxChanges()
+        if session.heldCount > 0 {
+            Log.error("events left unsent at the stop, no seq reservation on disk covers them",
+                      ["events": session.heldCount, "first_seq": stamper.state.durable + 1])
+        }
         link.stop()
         stamper.state.settle(oldestPending: session.oldestPendingSeq)
         stamper.state.stoppedCleanly()
