@@ -266,8 +266,13 @@ public final class UplinkSession {
     /// Everything that may be sent was sent and acknowledged (events held for a seq reservation cannot be).
     public var settled: Bool { inFlight.isEmpty && min(outbox.pending.last?.event.seq ?? 0, sendableUpTo) <= sentUpTo }
 
-    /// Events waiting for a seq reservation on disk (see `sendableUpTo`).
-    public var heldCount: Int { outbox.pending.reduce(0) { $0 + ($1.event.seq > sendableUpTo ? 1 : 0) } }
+    /// Events waiting for a seq reservation on disk (see `sendableUpTo`), a drop announcement among them, and the
+    /// lowest of their seqs.
+    public var held: (count: Int, firstSeq: UInt64?) {
+        var seqs = outbox.pending.map(\.event.seq).filter { $0 > sendableUpTo }
+        if let announcement, !announcementSent, announcement.event.seq > sendableUpTo { seqs.append(announcement.event.seq) }
+        return (seqs.count, seqs.min())
+    }
 
     @discardableResult
     private func send(_ event: EventPayload, as sent: Sent) -> Bool {

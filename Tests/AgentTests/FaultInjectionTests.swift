@@ -474,6 +474,34 @@ func acceptedEvents(_ path: String) -> [Int: String] {
         subscriber.stop()
     }
 
+    /// The disk refuses, the broker is away and the outbox overflows; then both come back: the held events, the
+    /// drops' announcement and the states the garage ended in all reach the broker (the announcement's save is what
+    /// makes room, not a retry).
+    @Test func statesHeldWithTheirEventsGoOutOnceDiskAndBrokerAreBack() throws {
+        let dir = temporaryDirectory()
+        let broker = try Broker()
+        let subscriber = try Subscriber(broker)
+        broker.stop()
+        let trace = try busyTrace(dir, count: 12, every: 20)
+        let agent = try Child("/usr/bin/prlimit", ["--fsize=10:unlimited", agentBinary, "run", "--config",
+                                                   try writeBusyGarage(dir, capacity: 5), "--replay", trace.path,
+                                                   "--broker", broker.url, "--outbox", dir.path + "/outbox"])
+        #expect(eventually(15) { agent.stderr.contains("trace finished") && agent.stderr.contains("outbox full") }, "\(agent.stderr)")
+        let lift = try Child("/usr/bin/prlimit", ["--pid", "\(agent.pid)", "--fsize=unlimited"])
+        #expect(lift.wait(5) == 0, "\(lift.stderr)")
+        try broker.start()
+        try subscriber.listen()
+        #expect(eventually(15) { subscriber.events().contains { $0["type"] as? String == "outbox.dropped" } }, "\(agent.stderr)")
+        func finalStatesRetained() -> Bool {
+            guard let states = try? retainedMessages(broker, prefix + "/state/spot/#"), states.count == 8 else { return false }
+            return states.allSatisfy { $0.json["state"] as? String == trace.final[String($0.topic.split(separator: "/").last!)] }
+        }
+        #expect(eventually(10) { finalStatesRetained() }, "\(agent.stderr)")
+        agent.signal(SIGTERM)
+        #expect(agent.wait(10) == 0)
+        subscriber.stop()
+    }
+
     /// A stop while events wait for a reservation the disk refuses: the stop does not wait for acknowledgements that
     /// cannot come, and says how many events it leaves unsent from which seq.
     @Test func aStopWithEventsHeldForAReservationSaysSo() throws {

@@ -266,9 +266,16 @@ final class AgentRuntime: @unchecked Sendable {
             if case .statusDue = input { refreshStatus(woken: true) } else { refreshStatus(woken: false) }
             scheduleOutboxWrite()
             // What waited for a reservation on disk goes out once one is there (a save can make it, not only a retry).
-            if stamper.state.durable > session.sendableUpTo { releaseHeld() }
+            if stamper.state.durable > session.sendableUpTo || (statesHeld && !stamper.state.awaitingReservation) {
+                releaseHeld()
+            }
             // The next block of seqs, reserved once the inbox is empty (a deadline that has passed counts only then).
-            // A reservation the disk refused is tried again after a wait doubling up to 64 s, never in a loop.
+            // A reservation the disk refused is tried again after a wait doubling up to 64 s, never in a loop; once
+            // one is on disk (a save can do it too) a pending retry gives way to the next ahead reservation.
+            if !stamper.state.reservationRefused {
+                reservationRetryWait = AgentRuntime.outboxWriteWait
+                if let due = reservationDue, due != 0 { reservationDue = nil }
+            }
             if reservationDue == nil && stamper.state.reservationDue {
                 if stamper.state.reservationRefused {
                     Log.debug("seq reservation refused, tried again later", ["wait_s": reservationRetryWait.components.seconds])
@@ -276,7 +283,6 @@ final class AgentRuntime: @unchecked Sendable {
                     reservationRetryWait = min(reservationRetryWait * 2, AgentRuntime.outboxRetryLongest)
                 } else {
                     reservationDue = 0
-                    reservationRetryWait = AgentRuntime.outboxWriteWait
                 }
             }
         }
@@ -403,9 +409,10 @@ final class AgentRuntime: @unchecked Sendable {
         while let input = inbox.next(until: 0) { if case .uplink(.message) = input { unanswered += 1 } }
         if unanswered > 0 { Log.info("commands left unanswered at the stop", ["commands": unanswered]) }
         session.writeOutboxChanges()
-        if session.heldCount > 0 {
+        let held = session.held
+        if let first = held.firstSeq {
             Log.error("events left unsent at the stop, no seq reservation on disk covers them",
-                      ["events": session.heldCount, "first_seq": stamper.state.durable + 1])
+                      ["events": held.count, "first_seq": first])
         }
         link.stop()
         stamper.state.settle(oldestPending: session.oldestPendingSeq)
@@ -516,7 +523,9 @@ final class AgentRuntime: @unchecked Sendable {
     private var outboxWriteDue: Int64?
     /// The next block of seqs is to be reserved at the next idle moment (see `DeviceState.reserveAhead`).
     private var reservationDue: Int64?
-    /// How long after a refused reservation it is tried again while events wait for it.
+    /// State changes not published because their events wait for a reservation on disk.
+    private var statesHeld = false
+    /// How long after a refused reservation it is tried again.
     private var reservationRetryWait = AgentRuntime.outboxWriteWait
     private var outboxWriteWait = AgentRuntime.outboxWriteWait
 
@@ -538,7 +547,10 @@ final class AgentRuntime: @unchecked Sendable {
     private func publishChangedStates() {
         // A spot's state names the newest event it includes (its seq): while events wait for a reservation on disk,
         // the states wait with them, or a crash now would leave the broker a state ahead of every seq sent again.
-        guard !stamper.state.awaitingReservation else { return }
+        // Once none waits, the events a save has just released go first, then the states.
+        statesHeld = stamper.state.awaitingReservation
+        guard !statesHeld else { return }
+        session.allowSending(upTo: stamper.state.durable)
         let changed = garage.takeChanged()
         for s in changed.spots {
             let spot = garage.spot(s)
