@@ -335,9 +335,15 @@ func acceptedEvents(_ path: String) -> [Int: String] {
     /// The agent on `dir`'s busy garage, its state directory refusing every write: a file-size limit of 10 bytes (the
     /// ledger, both state files and the outbox fail, as on an SD card ext4 has remounted read-only), a soft one that
     /// `prlimit --pid` can lift while it runs.
-    func agentOnARefusingDisk(_ dir: URL, _ broker: Broker, trace: String) throws -> Child {
-        try Child("/usr/bin/prlimit", ["--fsize=10:unlimited", agentBinary, "run", "--config", try writeBusyGarage(dir),
-                                       "--replay", trace, "--broker", broker.url, "--outbox", dir.path + "/outbox"])
+    func agentOnARefusingDisk(_ dir: URL, _ broker: Broker, trace: String, capacity: Int = 200) throws -> Child {
+        try Child("/usr/bin/prlimit", ["--fsize=10:unlimited", agentBinary, "run", "--config",
+                                       try writeBusyGarage(dir, capacity: capacity), "--replay", trace,
+                                       "--broker", broker.url, "--outbox", dir.path + "/outbox"])
+    }
+
+    /// The disk takes writes again: the running agent's file-size limit lifted.
+    func liftTheLimit(of agent: Child) -> Bool {
+        (try? Child("/usr/bin/prlimit", ["--pid", "\(agent.pid)", "--fsize=unlimited"]).wait(5)) == 0
     }
 
     /// A command answered (a bad calibration, its reply): the agent's loop has handled everything before it.
@@ -420,8 +426,7 @@ func acceptedEvents(_ path: String) -> [Int: String] {
         #expect(spotStateSeqs().allSatisfy { $0 <= 5 }, "a state ahead of the events it includes: \(spotStateSeqs())")
         // The disk takes writes again (the limit lifted on the running agent): the reservation is tried again and the
         // events that waited for it go out, in order.
-        let lift = try Child("/usr/bin/prlimit", ["--pid", "\(second.pid)", "--fsize=unlimited"])
-        #expect(lift.wait(5) == 0, "\(lift.stderr)")
+        #expect(liftTheLimit(of: second))
         #expect(eventually(20) { Set(subscriber.events().compactMap { $0["seq"] as? Int }).isSuperset(of: Set(1...35)) },
                 "\(subscriber.events().compactMap { $0["seq"] as? Int }.sorted()) \(second.stderr)")
         #expect(second.stderr.contains("sequence numbers reserved again"), "\(second.stderr)")
@@ -483,12 +488,9 @@ func acceptedEvents(_ path: String) -> [Int: String] {
         let subscriber = try Subscriber(broker)
         broker.stop()
         let trace = try busyTrace(dir, count: 12, every: 20)
-        let agent = try Child("/usr/bin/prlimit", ["--fsize=10:unlimited", agentBinary, "run", "--config",
-                                                   try writeBusyGarage(dir, capacity: 5), "--replay", trace.path,
-                                                   "--broker", broker.url, "--outbox", dir.path + "/outbox"])
+        let agent = try agentOnARefusingDisk(dir, broker, trace: trace.path, capacity: 5)
         #expect(eventually(15) { agent.stderr.contains("trace finished") && agent.stderr.contains("outbox full") }, "\(agent.stderr)")
-        let lift = try Child("/usr/bin/prlimit", ["--pid", "\(agent.pid)", "--fsize=unlimited"])
-        #expect(lift.wait(5) == 0, "\(lift.stderr)")
+        #expect(liftTheLimit(of: agent))
         try broker.start()
         try subscriber.listen()
         #expect(eventually(15) { subscriber.events().contains { $0["type"] as? String == "outbox.dropped" } }, "\(agent.stderr)")
