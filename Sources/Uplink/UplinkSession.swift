@@ -90,8 +90,6 @@ public final class UplinkSession {
         return lost
     }
 
-    /// Hands the link the outbox's next events in seq order (the announcement in its place), while fewer than
-    /// `window` are unacknowledged.
     /// Events above this seq wait: the disk holds no reservation for them yet, and a crash would have the next run
     /// send their seqs again (see the agent's `DeviceState.durable`).
     public private(set) var sendableUpTo: UInt64 = .max
@@ -103,6 +101,8 @@ public final class UplinkSession {
         if raised { pump() }
     }
 
+    /// Hands the link the outbox's next events in seq order (the announcement in its place), while fewer than
+    /// `window` are unacknowledged and up to `sendableUpTo`.
     private func pump() {
         guard connection != nil else { return }
         for entry in outbox.pending where entry.event.seq > sentUpTo {
@@ -262,8 +262,8 @@ public final class UplinkSession {
     public var canReply: Bool { repliesInFlight < Self.replyWindow }
 
     public var offlineAcknowledged: Bool { offlineStatusAcked }
-    /// Nothing sent is waiting for its PUBACK, and nothing in the outbox waits to be sent.
-    /// Everything that may be sent was sent and acknowledged (events held for a seq reservation cannot be).
+    /// Nothing sent is waiting for its PUBACK, and nothing in the outbox that may be sent waits to be (events held
+    /// for a seq reservation may not).
     public var settled: Bool { inFlight.isEmpty && min(outbox.pending.last?.event.seq ?? 0, sendableUpTo) <= sentUpTo }
 
     /// Events waiting for a seq reservation on disk (see `sendableUpTo`), a drop announcement among them, and the

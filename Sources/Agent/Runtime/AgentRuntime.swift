@@ -267,7 +267,7 @@ final class AgentRuntime: @unchecked Sendable {
             scheduleOutboxWrite()
             // What waited for a reservation on disk goes out once one is there (a save can make it, not only a retry).
             if stamper.state.durable > session.sendableUpTo || (statesHeld && !stamper.state.awaitingReservation) {
-                releaseHeld()
+                publishChangedStates()
             }
             // The next block of seqs, reserved once the inbox is empty (a deadline that has passed counts only then).
             // A reservation the disk refused is tried again after a wait doubling up to 64 s, never in a loop; once
@@ -374,7 +374,7 @@ final class AgentRuntime: @unchecked Sendable {
         statusDue = nil
         if stamper.state.awaitingReservation {   // a last try: the disk may take the reservation now
             stamper.state.reserveAhead()
-            releaseHeld()
+            publishChangedStates()
         }
         session.sayOffline()
         let giveUp = monotonicNanoseconds() + options.stopGrace.nanosecondCount
@@ -544,13 +544,13 @@ final class AgentRuntime: @unchecked Sendable {
         }
     }
 
+    /// The events a reservation on disk now covers (held while the disk refused one), then the states that changed.
     private func publishChangedStates() {
+        session.allowSending(upTo: stamper.state.durable)
         // A spot's state names the newest event it includes (its seq): while events wait for a reservation on disk,
         // the states wait with them, or a crash now would leave the broker a state ahead of every seq sent again.
-        // Once none waits, the events a save has just released go first, then the states.
         statesHeld = stamper.state.awaitingReservation
         guard !statesHeld else { return }
-        session.allowSending(upTo: stamper.state.durable)
         let changed = garage.takeChanged()
         for s in changed.spots {
             let spot = garage.spot(s)
@@ -560,12 +560,6 @@ final class AgentRuntime: @unchecked Sendable {
             let level = garage.level(l)
             session.setRetained(topic: levelTopics[l], payload: WireJSON.encode(stamper.levelState(level)))
         }
-    }
-
-    /// Sends what waited for a reservation on disk: the events it now covers, then (once none waits) the states.
-    private func releaseHeld() {
-        session.allowSending(upTo: stamper.state.durable)
-        publishChangedStates()
     }
 
     /// Arms the garage's next deadline. A timer armed for an earlier instant is kept (its tick finds nothing due and
