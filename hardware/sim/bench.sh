@@ -13,13 +13,15 @@
 #             with bytes written and flushes per event from /sys/block/vdX/stat; then a burst of
 #             PARKWISE_BENCH_BURST (50) edges 5 ms apart on each agent (what a group commit is for)
 #   spawn     spawn -> first publish, each agent started PARKWISE_BENCH_SPAWNS times, alternating
+#   spawn-fixed  the same with the guest's address-space randomization off (one uncounted start of each first):
+#             without TCG's translating the code again at every new base, which a board's CPU does not do
 # The host is not assumed quiet: its /proc/loadavg is printed with every phase.
 #
 #   bash hardware/sim/bench.sh            # PARKWISE_BENCH_BOOTS boots (default 3), then the summary
 #
 # PARKWISE_BENCH_BOOTS (3) PARKWISE_BENCH_EDGES (100 per agent and run) PARKWISE_BENCH_GAP_MS (50: pause after a
 # message, plus a random 0..GAP) PARKWISE_BENCH_IDLE_S (60) PARKWISE_BENCH_SPAWNS (5) PARKWISE_BENCH_SD_IOPS (300) PARKWISE_BENCH_BURST (50)
-# PARKWISE_BENCH_PHASES ("tmpfs idle strace loaded disk sd spawn", any of them; the start always runs)
+# PARKWISE_BENCH_PHASES ("tmpfs idle strace loaded disk sd spawn spawn-fixed", any of them; the start always runs)
 # PARKWISE_BENCH_MOUNT_OPTS (ext4 mount options for both disks, e.g. "lazytime"; default: none)
 # PARKWISE_AGENT (a libgpiod 1.6 agent binary instead of building one) PARKWISE_VM_BUILD, PARKWISE_VM_CACHE as in
 # run-tests.sh. PARKWISE_BENCH_OUT: where the raw figures go (default: a temporary directory, kept and printed).
@@ -34,7 +36,7 @@ SPAWNS="${PARKWISE_BENCH_SPAWNS:-5}"
 SD_IOPS="${PARKWISE_BENCH_SD_IOPS:-300}"
 BURST="${PARKWISE_BENCH_BURST:-50}"
 MOUNT_OPTS="${PARKWISE_BENCH_MOUNT_OPTS:-}"
-PHASES=" ${PARKWISE_BENCH_PHASES:-tmpfs idle strace loaded disk sd spawn} "
+PHASES=" ${PARKWISE_BENCH_PHASES:-tmpfs idle strace loaded disk sd spawn spawn-fixed} "
 # phase NAME: whether the phase was asked for.
 phase() { [[ "$PHASES" == *" $1 "* ]]; }
 WORK="${PARKWISE_BENCH_OUT:-$(mktemp -d "${TMPDIR:-/tmp}/parkwise-bench.XXXXXX")}"
@@ -89,14 +91,15 @@ bash "$HERE/initramfs.sh" "$CACHE" "$AGENT" "$WORK/initrd.cpio" "${EXTRAS[@]}" |
 
 # --- one boot ----------------------------------------------------------------------------------------------------------
 # run BOOT PHASE COMMAND: a guest command (sbs.sh loaded); its output lines printed and kept as "boot=B phase=P ...".
+hostload() { read -r one five fifteen _ < /proc/loadavg; echo "load1=$one load5=$five load15=$fifteen"; }
 run() {
     local boot=$1 phase=$2 rc
     echo "vm-bench: boot $boot: $phase (host load $(cut -d' ' -f1-3 /proc/loadavg))"
-    echo "boot=$boot phase=$phase hostload $(cut -d' ' -f1-3 /proc/loadavg | sed 's/^/load1=/; s/ / load5=/; s/ / load15=/')" >> "$RESULTS"
+    echo "boot=$boot phase=$phase hostload $(hostload)" >> "$RESULTS"
     g -t 900 ". /sim/sbs.sh; $3"; rc=$?
     printf '%s' "$OUT" | sed "s/^/  /"
     printf '%s' "$OUT" | sed "s/^/boot=$boot phase=$phase /" >> "$RESULTS"
-    echo "boot=$boot phase=$phase hostload-end $(cut -d' ' -f1-3 /proc/loadavg | sed 's/^/load1=/; s/ / load5=/; s/ / load15=/')" >> "$RESULTS"
+    echo "boot=$boot phase=$phase hostload-end $(hostload)" >> "$RESULTS"
     [[ $rc -eq 0 ]] || echo "vm-bench: boot $boot: $phase failed (exit $rc)"
     return $rc
 }
@@ -127,7 +130,8 @@ boot() {
     fi
     { ! phase disk || run "$b" disk "BURST=$BURST sbs_durable vda /mnt/disk $EDGES $GAP"; } &&
     { ! phase sd || run "$b" sd "BURST=$BURST sbs_durable vdb /mnt/sd $EDGES $GAP"; } &&
-    { ! phase spawn || run "$b" spawn "sbs_spawn $SPAWNS"; }
+    { ! phase spawn || run "$b" spawn "sbs_spawn $SPAWNS"; } &&
+    { ! phase spawn-fixed || run "$b" spawn-fixed "sbs_spawn_fixed $SPAWNS"; }
     vm_down
     rm -f "$dir/disk.img" "$dir/sd.img" "$dir/initrd.cpio"
 }

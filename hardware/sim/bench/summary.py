@@ -78,12 +78,14 @@ def main(path):
     add("idle wake-ups (voluntary switches, all threads)", [pick(rows, b, "idle", "idle", "pw", "per_s") for b in boots],
         [pick(rows, b, "idle", "idle", "c", "per_s") for b in boots], "per s", "{:.3f}")
 
-    def spawn_median(b, name):
-        v = [r["first_publish_ms"] for r in rows if r["boot"] == b and r["phase"] == "spawn" and r["kind"] == name
+    def spawn_median(b, name, phase="spawn"):
+        v = [r["first_publish_ms"] for r in rows if r["boot"] == b and r["phase"] == phase and r["kind"] == name
              and isinstance(r.get("first_publish_ms"), float)]
         return statistics.median(v) if v else None
     add("spawn → first publish (median)", [spawn_median(b, "pw") for b in boots], [spawn_median(b, "c") for b in boots],
         "ms", "{:.1f}")
+    add("  the same, guest ASLR off (no TCG retranslation)", [spawn_median(b, "pw", "spawn-fixed") for b in boots],
+        [spawn_median(b, "c", "spawn-fixed") for b in boots], "ms", "{:.1f}")
     add("RSS after the tmpfs run", [kb / 1024 if (kb := pick(rows, b, "tmpfs", "lat", "pw", "rss_kb")) else None for b in boots],
         [kb / 1024 if (kb := pick(rows, b, "tmpfs", "lat", "c", "rss_kb")) else None for b in boots], "MB")
 

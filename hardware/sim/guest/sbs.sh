@@ -119,3 +119,17 @@ sbs_spawn() {
         r=$((r + 1))
     done
 }
+
+# sbs_spawn_fixed ROUNDS: sbs_spawn with address-space randomization off in the guest, after one start of each agent
+# that is not counted (printed as "warmup"). Under TCG, qemu 7.2 keys the code it has translated by virtual address,
+# so with ASLR every start of a PIE binary translates all the code it runs again at its new base; a real CPU has no
+# such cost. With the bases fixed, a start reuses what the last one translated, and what is left is what a board pays:
+# exec, page faults, relocations, system calls. Both agents (and their libraries) are PIE; the setting is put back.
+sbs_spawn_fixed() {
+    aslr=$(cat /proc/sys/kernel/randomize_va_space)
+    echo 0 > /proc/sys/kernel/randomize_va_space
+    sbs_spawn 1 | sed 's/^/warmup /'
+    sbs_spawn "$1"; rc=$?
+    echo "$aslr" > /proc/sys/kernel/randomize_va_space
+    return $rc
+}
