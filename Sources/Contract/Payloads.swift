@@ -236,8 +236,10 @@ public enum WireTime {
         return String(unsafeUninitializedCapacity: 24) { text in
             var at = 0
             func digits(_ value: Int64, _ width: Int, then mark: UInt8) {
-                var rest = value
-                for i in stride(from: at + width - 1, through: at, by: -1) {
+                // Backwards from the last digit (a plain loop: `stride` over Int64 stayed generic, looked up at run time).
+                var rest = value, i = at + width
+                while i > at {
+                    i -= 1
                     text[i] = UInt8(truncatingIfNeeded: 48 + rest % 10)
                     rest /= 10
                 }

@@ -28,8 +28,11 @@ public enum Log {
     }
     private static let level = Atomic<Int>(Level.info.rawValue)
 
-    public static func debug(_ message: StaticString, _ fields: KeyValuePairs<String, any CustomStringConvertible> = [:]) {
-        write(.debug, message, fields)
+    /// The fields are built only when debug lines are written: some are said on every edge.
+    public static func debug(_ message: StaticString,
+                             _ fields: @autoclosure () -> KeyValuePairs<String, any CustomStringConvertible> = [:]) {
+        guard threshold == .debug else { return }
+        write(.debug, message, fields())
     }
 
     public static func info(_ message: StaticString, _ fields: KeyValuePairs<String, any CustomStringConvertible> = [:]) {
