@@ -70,6 +70,10 @@ public struct StatusPayload: Codable, Sendable, Hashable {
     public var clock: String?
     public var faultedInputs: Int?
     public var reconnects: Int?
+    /// While the device's disk fails it (online only; absent otherwise): what is wrong, in a technician's words.
+    /// Events are then kept in memory, or held unsent when no seq reservation reaches the disk, so a backend that
+    /// sees this knows why a device that is online may send nothing, and that its SD card needs looking at.
+    public var storageFault: String?
 
     public init(state: String, version: String? = nil, configHash: String? = nil, boot: UInt64? = nil, since: String? = nil,
                 mode: String? = nil) {
@@ -88,11 +92,13 @@ public struct StatusPayload: Codable, Sendable, Hashable {
         public var clock: String
         public var faultedInputs: Int
         public var reconnects: Int
-        public init(outboxDepth: Int, clock: String, faultedInputs: Int, reconnects: Int) {
+        public var storageFault: String?
+        public init(outboxDepth: Int, clock: String, faultedInputs: Int, reconnects: Int, storageFault: String? = nil) {
             self.outboxDepth = outboxDepth
             self.clock = clock
             self.faultedInputs = faultedInputs
             self.reconnects = reconnects
+            self.storageFault = storageFault
         }
     }
 
@@ -105,6 +111,7 @@ public struct StatusPayload: Codable, Sendable, Hashable {
         copy.clock = health.clock
         copy.faultedInputs = health.faultedInputs
         copy.reconnects = health.reconnects
+        copy.storageFault = health.storageFault
         return copy
     }
 
@@ -115,7 +122,7 @@ public struct StatusPayload: Codable, Sendable, Hashable {
     enum CodingKeys: String, CodingKey {
         case state, version, configHash = "config_hash", boot, since, mode, uptimeSeconds = "uptime_s"
         case outboxDepth = "outbox_depth", outboxOldestAgeSeconds = "outbox_oldest_age_s", clock
-        case faultedInputs = "faulted_inputs", reconnects
+        case faultedInputs = "faulted_inputs", reconnects, storageFault = "storage_fault"
     }
 }
 

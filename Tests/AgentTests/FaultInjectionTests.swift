@@ -3,13 +3,13 @@ import TestSupport
 import Testing
 
 /// Eight spots with no debounce, so every line change in a trace is one event.
-func writeBusyGarage(_ dir: URL, capacity: Int = 200, keepalive: String = "30s") throws -> String {
+func writeBusyGarage(_ dir: URL, capacity: Int = 200, keepalive: String = "30s", statusEvery: String? = nil) throws -> String {
     let path = dir.appendingPathComponent("busy.yaml").path
     var yaml = """
     site: testsite
     device: busy
     board: simulated
-    mqtt: { keepalive: \(keepalive) }
+    mqtt: { keepalive: \(keepalive)\(statusEvery.map { ", status_every: \($0)" } ?? "") }
     outbox: { capacity: \(capacity) }
     levels: [ { id: P1, capacity: 20 } ]
     spots:
@@ -335,9 +335,10 @@ func acceptedEvents(_ path: String) -> [Int: String] {
     /// The agent on `dir`'s busy garage, its state directory refusing every write: a file-size limit of 10 bytes (the
     /// ledger, both state files and the outbox fail, as on an SD card ext4 has remounted read-only), a soft one that
     /// `prlimit --pid` can lift while it runs.
-    func agentOnARefusingDisk(_ dir: URL, _ broker: Broker, trace: String, capacity: Int = 200) throws -> Child {
+    func agentOnARefusingDisk(_ dir: URL, _ broker: Broker, trace: String, capacity: Int = 200,
+                              statusEvery: String? = nil) throws -> Child {
         try Child("/usr/bin/prlimit", ["--fsize=10:unlimited", agentBinary, "run", "--config",
-                                       try writeBusyGarage(dir, capacity: capacity), "--replay", trace,
+                                       try writeBusyGarage(dir, capacity: capacity, statusEvery: statusEvery), "--replay", trace,
                                        "--broker", broker.url, "--outbox", dir.path + "/outbox"])
     }
 
@@ -476,6 +477,34 @@ func acceptedEvents(_ path: String) -> [Int: String] {
         #expect(after - before < 100, "write calls while idle: \(after - before)")
         agent.signal(SIGTERM)
         _ = agent.wait(10)
+        subscriber.stop()
+    }
+
+    /// A disk that refuses the agent's writes is said in its retained status (`storage_fault`), where a backend sees
+    /// it while the events wait (their `outbox.fault` waits with them); it is gone once the disk takes writes again.
+    @Test func aDiskThatRefusesWritesIsSaidInTheRetainedStatus() throws {
+        let dir = temporaryDirectory()
+        let broker = try Broker()
+        let subscriber = try Subscriber(broker)
+        try subscriber.listen()
+        let agent = try agentOnARefusingDisk(dir, broker, trace: try busyTrace(dir, count: 6, every: 20).path, statusEvery: "1s")
+        func status() -> [String: Any] { subscriber.messages.last { $0.topic == prefix + "/status" }?.json ?? [:] }
+        #expect(eventually(15) { (status()["storage_fault"] as? String)?.hasPrefix("cannot ") == true }, "\(status()) \(agent.stderr)")
+        #expect(status()["state"] as? String == "online")
+        #expect(subscriber.events().isEmpty, "sent while no seq reservation was on disk")
+        // As the contract's schema has it (and an empty one would not be).
+        let faulted = try #require(subscriber.messages.last { $0.topic == prefix + "/status" && $0.json["storage_fault"] != nil })
+        let results = try SchemaCheck.validate([
+            .init(schema: "status", label: "storage fault", payload: faulted.payload),
+            .init(schema: "status", label: "empty", payload: SchemaCheck.mutated(faulted) { $0["storage_fault"] = "" })])
+        #expect(results.first?.isEmpty == true, "\(results)")
+        #expect(results.last?.isEmpty == false, "an empty storage_fault passed the schema")
+        #expect(liftTheLimit(of: agent))
+        #expect(eventually(15) { subscriber.events().count >= 6 }, "the held events: \(agent.stderr)")
+        #expect(eventually(15) { status()["state"] as? String == "online" && status()["storage_fault"] == nil },
+                "\(status()) \(agent.stderr)")
+        agent.signal(SIGTERM)
+        #expect(agent.wait(10) == 0)
         subscriber.stop()
     }
 

@@ -10,11 +10,12 @@ import TestSupport
         #expect(first.code == 0, "\(first.err)")
         #expect(first.out.contains("applied 1: sensor source and bridge tables"), "\(first.out)")
         #expect(first.out.contains("applied 2: detected gaps checked before a rebirth"), "\(first.out)")
+        #expect(first.out.contains("applied 3: a device's storage fault"), "\(first.out)")
         let second = try runBridge(["migrate", "--database", fixture.url])
         #expect(second.code == 0)
-        #expect(second.out.contains("already at bridge schema version 2, nothing to do"), "\(second.out)")
+        #expect(second.out.contains("already at bridge schema version 3, nothing to do"), "\(second.out)")
         #expect(second.err.isEmpty, "\(second.err)")
-        #expect(fixture.query("SELECT count(*) FROM sensor_schema_migrations") == "2")
+        #expect(fixture.query("SELECT count(*) FROM sensor_schema_migrations") == "3")
         // 'sensor' is now allowed, the old values still are, anything else still is not.
         #expect(fixture.query("UPDATE spots SET source = 'sensor' WHERE id = 'P1-A-01' RETURNING source") == "sensor")
         #expect(fixture.query("UPDATE spots SET source = 'sim' WHERE id = 'P1-A-02' RETURNING source") == "sim")
@@ -46,7 +47,7 @@ import TestSupport
 
         let notMigrated = try runBridge(["run", "--broker", fixture.broker.url, "--database", fixture.url])
         #expect(notMigrated.code == 78)
-        #expect(notMigrated.err.contains("bridge schema version 0, this bridge needs 2"), "\(notMigrated.err)")
+        #expect(notMigrated.err.contains("bridge schema version 0, this bridge needs 3"), "\(notMigrated.err)")
 
         let badBroker = try runBridge(["run", "--broker", "http://broker", "--database", fixture.url])
         #expect(badBroker.code == 64)

@@ -117,8 +117,8 @@ struct FakeDevice {
         #expect(code == 0, "mosquitto_pub \(topic)")
     }
 
-    func online(mode: String? = nil) {
-        let mark = mode.map { #","mode":"\#($0)""# } ?? ""
+    func online(mode: String? = nil, storageFault: String? = nil) {
+        let mark = (mode.map { #","mode":"\#($0)""# } ?? "") + (storageFault.map { #","storage_fault":"\#($0)""# } ?? "")
         send("status", #"{"boot":\#(boot),"since":"\#(wireTime())","state":"online","version":"0.1.0"\#(mark)}"#, retain: true)
     }
 

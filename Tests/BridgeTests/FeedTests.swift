@@ -54,6 +54,23 @@ import TestSupport
         #expect(fixture.free("P1") == free)
     }
 
+    /// A device whose disk refuses its writes says so in its status: the bridge keeps it on the device's row, and
+    /// clears it once a status no longer says it.
+    @Test func aDevicesStorageFaultIsKeptWhileItsStatusSaysIt() throws {
+        let fixture = try BridgeFixture()
+        let bridge = try fixture.startBridge()
+        let device = FakeDevice(fixture.broker)
+        device.online()
+        #expect(fixture.waitFor("SELECT online::text || '/' || coalesce(storage_fault, 'none') FROM sensor_devices", "true/none"))
+        let fault = "cannot write outbox file /var/lib/parkwise/outbox.log: Read-only file system (errno 30)"
+        device.online(storageFault: fault)
+        #expect(fixture.waitFor("SELECT storage_fault FROM sensor_devices", fault))
+        #expect(eventually(10) { bridge.stderr.contains("device reports a storage fault") }, "\(bridge.stderr)")
+        device.online()
+        #expect(fixture.waitFor("SELECT coalesce(storage_fault, 'none') FROM sensor_devices", "none"))
+        #expect(eventually(10) { bridge.stderr.contains("device storage works again") }, "\(bridge.stderr)")
+    }
+
     @Test func duplicatedAndReplayedDeliveryIsAppliedOnce() throws {
         let fixture = try BridgeFixture()
         fixture.reserve("P1-C-07")

@@ -20,6 +20,8 @@ final class Applier {
     private(set) var knownSpots: Set<String> = []
     /// Unknown spot ids already logged (each is still counted in sensor_unknown_spots).
     private var reportedUnknown: Set<String> = []
+    /// The storage fault each device's status last said, so that a change is logged once.
+    private var storageFaults: [DeviceKey: String] = [:]
     // Per batch.
     private var cursors: [DeviceKey: DeviceCursor] = [:]
     private var spots = SpotWrites()
@@ -141,7 +143,15 @@ final class Applier {
         }
         cursor.boot = boot
         cursors[key] = cursor
-        try db.query(SQL.online, [key.site, key.device, status.mode, status.since])
+        if status.storageFault != storageFaults[key] {
+            if let fault = status.storageFault {
+                Log.warn("device reports a storage fault", ["device": key, "fault": fault])
+            } else if storageFaults[key] != nil {
+                Log.info("device storage works again", ["device": key])
+            }
+            storageFaults[key] = status.storageFault
+        }
+        try db.query(SQL.online, [key.site, key.device, status.mode, status.since, status.storageFault])
     }
 
     private func apply(_ key: DeviceKey, _ event: EventPayload, json: String) throws(PostgresError) {

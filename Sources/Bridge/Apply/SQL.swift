@@ -26,7 +26,7 @@ enum SQL {
 
     static let online = """
         UPDATE sensor_devices SET online = true, mode = $3, online_since = $4::timestamptz, offline_since = NULL,
-          stale = false, updated_at = now()
+          stale = false, storage_fault = $5, updated_at = now()
         WHERE site = $1 AND device = $2
         """
 

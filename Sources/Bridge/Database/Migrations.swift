@@ -86,6 +86,10 @@ enum Migrations {
             // a detected gap is checked after a moment, and dropped when its seqs arrived meanwhile.
             "ALTER TABLE sensor_gaps ADD COLUMN checked boolean NOT NULL DEFAULT false",
         ]),
+        Step(version: 3, name: "a device's storage fault", statements: [
+            // What the device's status says its disk refuses (a dying SD card): NULL while nothing does.
+            "ALTER TABLE sensor_devices ADD COLUMN storage_fault text",
+        ]),
     ]
 
     static var latest: Int { steps.map(\.version).max() ?? 0 }
