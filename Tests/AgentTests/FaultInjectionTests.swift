@@ -475,6 +475,9 @@ func acceptedEvents(_ path: String) -> [Int: String] {
         // Three commands answered (a log line, the reply and libmosquitto's wake-up bytes each: about 7 write calls)
         // and at most one retry of the reservation: a few dozen. Asked in a loop, it was 560,000 and no reply came.
         #expect(after - before < 100, "write calls while idle: \(after - before)")
+        // No event yet, but the disk's refusal is already there for a technician to see.
+        let text = try runAgent(["status", "--config", dir.path + "/busy.yaml", "--outbox", dir.path + "/outbox"])
+        #expect(text.out.contains("disk problem: cannot save the device state: "), "\(text.out) \(text.err)")
         agent.signal(SIGTERM)
         _ = agent.wait(10)
         subscriber.stop()
@@ -499,6 +502,9 @@ func acceptedEvents(_ path: String) -> [Int: String] {
             .init(schema: "status", label: "empty", payload: SchemaCheck.mutated(faulted) { $0["storage_fault"] = "" })])
         #expect(results.first?.isEmpty == true, "\(results)")
         #expect(results.last?.isEmpty == false, "an empty storage_fault passed the schema")
+        // And a technician's `status` on the board says it too.
+        let text = try runAgent(["status", "--config", dir.path + "/busy.yaml", "--outbox", dir.path + "/outbox"])
+        #expect(text.code == 0 && text.out.contains("disk problem: cannot "), "\(text.out) \(text.err)")
         #expect(liftTheLimit(of: agent))
         #expect(eventually(15) { subscriber.events().count >= 6 }, "the held events: \(agent.stderr)")
         #expect(eventually(15) { status()["state"] as? String == "online" && status()["storage_fault"] == nil },

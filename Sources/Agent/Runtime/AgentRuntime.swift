@@ -656,17 +656,9 @@ final class AgentRuntime: @unchecked Sendable {
         StatusPayload.Health(outboxDepth: session.outboxCount,
                              clock: StatusSnapshot.clockState(scaled: clock.isScaled, synced: clockSynced),
                              faultedInputs: garage.faultedInputCount, reconnects: tracker.reconnects,
-                             storageFault: storageFault)
+                             storageFault: StatusSnapshot.storageFault(session, stamper.state))
     }
 
-    /// What the disk refuses now, for the retained status: the outbox's writes, or else the seq reservation (whose
-    /// events are then held, not sent). The `outbox.fault` event says the first too, but it waits with the held events.
-    private var storageFault: String? {
-        if let problem = session.outboxProblem { return problem }
-        guard stamper.state.awaitingReservation else { return nil }
-        return "cannot reserve sequence numbers in \(stamper.state.path ?? "the state directory"): "
-            + "new events are held until the disk takes writes again"
-    }
 
     private func publishStatus(_ snapshot: StatusSnapshot) {
         let health = statusHealth

@@ -249,12 +249,17 @@ struct DeviceState {
         // Two copies, one after the other: whatever happens to one, the other is whole.
         if let error = DurableFile.replace(path: path, with: bytes) ?? DurableFile.replace(path: path + ".bak", with: bytes) {
             saveFailures.occurred(1, ["path": path, "error": error])
+            saveProblem = "cannot save the device state: \(error)"
         } else {
             saved = stored
             durable = max(durable, stored.seq)
             saveFailures.ended(["path": path])
+            saveProblem = nil
         }
     }
+
+    /// Why the last save of the state file failed (nil: it did not). A failed save is tried again with the next.
+    private(set) var saveProblem: String?
 
     /// A disk that refuses every write: one log line per streak, not one per event.
     private var saveFailures = LogStreak(.error, "cannot save device state", ended: "device state saved again")

@@ -21,6 +21,18 @@ struct StatusSnapshot {
 
     static func clockState(scaled: Bool, synced: Bool) -> String { scaled ? "simulated" : synced ? "synced" : "unsynced" }
 
+    /// What the disk refuses now (the retained status's `storage_fault`, `status`, `doctor`): the outbox's writes,
+    /// else the seq reservation whose events are then held, not sent, else the state file (whose next save is the
+    /// next reservation). The `outbox.fault` event says the first too, but it waits with the held events.
+    static func storageFault(_ session: UplinkSession, _ state: DeviceState) -> String? {
+        if let problem = session.outboxProblem { return problem }
+        if state.awaitingReservation {
+            return "cannot reserve sequence numbers in \(state.path ?? "the state directory"): "
+                + "new events are held until the disk takes writes again"
+        }
+        return state.saveProblem
+    }
+
     /// The outbox's oldest pending event's age in seconds (nil: none, or from before the machine's last boot).
     var oldestAgeSeconds: Double? {
         guard let oldest = session.oldestPending, oldest.kernelBoot == stamper.kernelBoot else { return nil }
@@ -67,7 +79,7 @@ struct StatusSnapshot {
                                               oldestAgeSeconds: oldestAgeSeconds, lastSeq: state.seq,
                                               dropsDeclared: tracker.dropsDeclared,
                                               dropsUnannounced: (state.drops?.count ?? 0) + (state.announcement?.event.dropped ?? 0),
-                                              problem: session.outboxProblem)
+                                              problem: Self.storageFault(session, state))
         return AgentStatus(site: config.site, device: config.device, version: AgentVersion.current, configHash: configHash,
                            mode: mode ?? "live", pid: getpid(), boot: state.boot, now: stamper.wallTime(now),
                            startedAt: stamper.wallTime(tracker.startedAt), uptimeSeconds: tracker.uptimeSeconds,
