@@ -93,7 +93,7 @@ public struct AgentStatus: Codable, Sendable, Equatable {
         public var dropsDeclared: Int
         /// Of those, not yet acknowledged by the broker as announced.
         public var dropsUnannounced: Int
-        /// What is wrong with the outbox's disk now (events kept in memory), if anything.
+        /// What the disk refuses the agent now and what comes of it (the retained status's `storage_fault`), if anything.
         public var problem: String?
 
         public init(path: String, depth: Int, capacity: Int, oldestSeq: UInt64?, oldestAgeSeconds: Double?, lastSeq: UInt64,

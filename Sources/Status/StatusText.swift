@@ -15,7 +15,7 @@ public enum StatusText {
                    + (o.oldestAgeSeconds.map { " waiting \(StatusWords.duration($0))" } ?? "") + ", last seq \(o.lastSeq)"
                    + ", drops declared \(o.dropsDeclared)" + (o.dropsUnannounced > 0 ? " (\(o.dropsUnannounced) not yet acknowledged)" : "")
                    + "  \(o.path)")
-        if let problem = o.problem { out.append("           disk problem: \(problem) (events kept in memory)") }
+        if let problem = o.problem { out.append("           disk problem: \(problem)") }
 
         out.append("")
         out.append("levels     capacity  occupied  free  unknown  source   lane count")

@@ -483,6 +483,40 @@ func acceptedEvents(_ path: String) -> [Int: String] {
         subscriber.stop()
     }
 
+    /// The last `status` the subscriber got, as JSON (empty: none yet).
+    func lastStatus(_ subscriber: Subscriber) -> [String: Any] {
+        subscriber.messages.last { $0.topic == prefix + "/status" }?.json ?? [:]
+    }
+
+    /// The retained status's `storage_fault` starts with `text`.
+    func statusSays(_ subscriber: Subscriber, _ agent: Child, _ text: String) -> Bool {
+        let said = eventually(15) { (lastStatus(subscriber)["storage_fault"] as? String)?.hasPrefix(text) == true }
+        if !said { Issue.record("status: \(lastStatus(subscriber)), agent: \(agent.stderr)") }
+        return said
+    }
+
+    /// After the disk came back: within its next try (the wait doubles from 2 s up to 64 s) the `events` arrive and the
+    /// status says nothing more of the disk; then a clean stop.
+    func recovers(_ agent: Child, _ subscriber: Subscriber, events: Int) {
+        #expect(eventually(70) { subscriber.events().count >= events }, "the held events: \(agent.stderr)")
+        #expect(eventually(70) { lastStatus(subscriber)["state"] as? String == "online" && lastStatus(subscriber)["storage_fault"] == nil },
+                "\(lastStatus(subscriber)) \(agent.stderr)")
+        agent.signal(SIGTERM)
+        #expect(agent.wait(10) == 0)
+        subscriber.stop()
+    }
+
+    /// Directories where the state directory's files (or their temporary copies) go: writing them fails.
+    func block(_ names: [String], in outbox: URL) throws {
+        for name in names { try FileManager.default.createDirectory(at: outbox.appendingPathComponent(name), withIntermediateDirectories: true) }
+    }
+
+    func unblock(_ names: [String], in outbox: URL) throws {
+        for name in names { try FileManager.default.removeItem(at: outbox.appendingPathComponent(name)) }
+    }
+
+    static let stateFileTemps = ["device-state.json.tmp", "device-state.json.bak.tmp"]
+
     /// A disk that refuses the agent's writes is said in its retained status (`storage_fault`), where a backend sees
     /// it while the events wait (their `outbox.fault` waits with them); it is gone once the disk takes writes again.
     @Test func aDiskThatRefusesWritesIsSaidInTheRetainedStatus() throws {
@@ -491,9 +525,9 @@ func acceptedEvents(_ path: String) -> [Int: String] {
         let subscriber = try Subscriber(broker)
         try subscriber.listen()
         let agent = try agentOnARefusingDisk(dir, broker, trace: try busyTrace(dir, count: 6, every: 20).path, statusEvery: "1s")
-        func status() -> [String: Any] { subscriber.messages.last { $0.topic == prefix + "/status" }?.json ?? [:] }
-        #expect(eventually(15) { (status()["storage_fault"] as? String)?.hasPrefix("cannot ") == true }, "\(status()) \(agent.stderr)")
-        #expect(status()["state"] as? String == "online")
+        #expect(eventually(15) { agent.stderr.contains("trace finished") }, "\(agent.stderr)")
+        #expect(statusSays(subscriber, agent, "cannot write outbox file "))
+        #expect(lastStatus(subscriber)["state"] as? String == "online")
         #expect(subscriber.events().isEmpty, "sent while no seq reservation was on disk")
         // As the contract's schema has it (and an empty one would not be).
         let faulted = try #require(subscriber.messages.last { $0.topic == prefix + "/status" && $0.json["storage_fault"] != nil })
@@ -504,14 +538,53 @@ func acceptedEvents(_ path: String) -> [Int: String] {
         #expect(results.last?.isEmpty == false, "an empty storage_fault passed the schema")
         // And a technician's `status` on the board says it too.
         let text = try runAgent(["status", "--config", dir.path + "/busy.yaml", "--outbox", dir.path + "/outbox"])
-        #expect(text.code == 0 && text.out.contains("disk problem: cannot "), "\(text.out) \(text.err)")
+        #expect(text.code == 0 && text.out.contains("disk problem: cannot write outbox file "), "\(text.out) \(text.err)")
         #expect(liftTheLimit(of: agent))
-        #expect(eventually(15) { subscriber.events().count >= 6 }, "the held events: \(agent.stderr)")
-        #expect(eventually(15) { status()["state"] as? String == "online" && status()["storage_fault"] == nil },
-                "\(status()) \(agent.stderr)")
-        agent.signal(SIGTERM)
-        #expect(agent.wait(10) == 0)
-        subscriber.stop()
+        recovers(agent, subscriber, events: 6)
+    }
+
+    /// The ledger works but the state file cannot be saved: events still go out, the status says the state file
+    /// fails, and once it can be written again the agent's own retry saves it (no new event makes it try) and the
+    /// status says nothing more.
+    @Test func aStateFileThatCannotBeSavedIsTriedAgainAndSaidUntilItIs() throws {
+        let dir = temporaryDirectory()
+        let outbox = dir.appendingPathComponent("outbox")
+        let broker = try Broker()
+        let subscriber = try Subscriber(broker)
+        try subscriber.listen()
+        let config = try writeBusyGarage(dir, statusEvery: "1s")
+        // A first run leaves a ledger behind.
+        let first = try Child(agentBinary, ["run", "--config", config, "--replay", try writeTrace(dir, ""),
+                                            "--broker", broker.url, "--outbox", outbox.path])
+        #expect(eventually(15) { first.stderr.contains("trace finished") }, "\(first.stderr)")
+        first.signal(SIGTERM)
+        #expect(first.wait(10) == 0)
+        try block(Self.stateFileTemps, in: outbox)
+        let agent = try Child(agentBinary, ["run", "--config", config, "--replay", try busyTrace(dir, count: 6, every: 20).path,
+                                            "--broker", broker.url, "--outbox", outbox.path])
+        #expect(eventually(15) { agent.stderr.contains("trace finished") && subscriber.events().count >= 6 }, "\(agent.stderr)")
+        #expect(statusSays(subscriber, agent, "cannot save the device state: "))
+        try unblock(Self.stateFileTemps, in: outbox)
+        recovers(agent, subscriber, events: 6)
+    }
+
+    /// Only the state directory refuses, the outbox writes: the events are held for want of a seq reservation on
+    /// disk, and the retained status says that; once the state file can be written the events go out.
+    @Test func eventsHeldForASeqReservationAreSaidInTheRetainedStatus() throws {
+        let dir = temporaryDirectory()
+        let outbox = dir.appendingPathComponent("outbox")
+        try block(["seq.ledger"] + Self.stateFileTemps, in: outbox)
+        let broker = try Broker()
+        let subscriber = try Subscriber(broker)
+        try subscriber.listen()
+        let agent = try Child(agentBinary, ["run", "--config", try writeBusyGarage(dir, statusEvery: "1s"),
+                                            "--replay", try busyTrace(dir, count: 6, every: 20).path,
+                                            "--broker", broker.url, "--outbox", outbox.path])
+        #expect(eventually(15) { agent.stderr.contains("trace finished") }, "\(agent.stderr)")
+        #expect(statusSays(subscriber, agent, "cannot reserve sequence numbers in "))
+        #expect(subscriber.events().isEmpty, "sent while no seq reservation was on disk")
+        try unblock(Self.stateFileTemps, in: outbox)
+        recovers(agent, subscriber, events: 6)
     }
 
     /// The disk refuses, the broker is away and the outbox overflows; then both come back: the held events, the

@@ -88,8 +88,9 @@ enum HostChecks {
                                  oldest: o.oldestAgeSeconds.map { "oldest #\(o.oldestSeq.map(String.init) ?? "?") waiting \(duration($0))" },
                                  source: "from the running service"))
             if let problem = o.problem {
-                steps.append(ProbeStep(.failed, "the service's outbox disk", detail: problem,
-                                       fix: "events are held in memory only: fix the disk (space, permissions, dmesg), the agent writes them again"))
+                steps.append(ProbeStep(.failed, "the service's disk", detail: problem,
+                                       fix: "fix the disk (space, permissions, a read-only remount or I/O errors: dmesg); the agent "
+                                           + "writes again by itself (an outbox it could not open, after a restart)"))
             }
         } else if let peek = OutboxPeek.read(directory: dir) {
             var oldest: String?

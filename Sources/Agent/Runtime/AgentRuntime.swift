@@ -127,6 +127,7 @@ final class AgentRuntime: @unchecked Sendable {
             Log.error("outbox unusable, events kept in memory only", ["dir": config.outbox.path, "error": error])
             outbox = MemoryOutbox(capacity: config.outbox.capacity)
             startProblems = [error.message]
+            outboxUnusable = "outbox unusable: \(error.message)"
         }
         try stamper.state.atLeast(seq: outboxHighest, from: config.outbox.path + "/outbox.log")
         session = UplinkSession(link: link, topics: topics, outbox: outbox, birth: birth)
@@ -137,6 +138,8 @@ final class AgentRuntime: @unchecked Sendable {
 
     /// Outbox trouble found while opening it, announced as fault events once running.
     private var startProblems: [String]
+    /// The outbox could not be opened at start (events in memory only, all run): for the status.
+    private var outboxUnusable: String?
     /// The outbox problem last announced.
     private var announcedProblem: String?
 
@@ -210,7 +213,7 @@ final class AgentRuntime: @unchecked Sendable {
                 }
                 if let due = reservationDue, due <= realNow() {
                     reservationDue = nil
-                    stamper.state.reserveAhead()
+                    if stamper.state.reservationDue { stamper.state.reserveAhead() } else { stamper.state.save() }
                 }
                 if let due = watchdogDue, let every = options.service.watchdogInterval, due <= realNow() {
                     options.service.alive()   // the watchdog is fed by the event loop itself
@@ -271,14 +274,16 @@ final class AgentRuntime: @unchecked Sendable {
             }
             // The next block of seqs, reserved once the inbox is empty (a deadline that has passed counts only then).
             // A reservation the disk refused is tried again after a wait doubling up to 64 s, never in a loop; once
-            // one is on disk (a save can do it too) a pending retry gives way to the next ahead reservation.
-            if !stamper.state.reservationRefused {
+            // one is on disk (a save can do it too) a pending retry gives way to the next ahead reservation. A failed
+            // save of the state file (its drops, lane counts) is tried again the same way.
+            let refused = stamper.state.reservationRefused || stamper.state.saveProblem != nil
+            if !refused {
                 reservationRetryWait = AgentRuntime.outboxWriteWait
                 if let due = reservationDue, due != 0 { reservationDue = nil }
             }
-            if reservationDue == nil && stamper.state.reservationDue {
-                if stamper.state.reservationRefused {
-                    Log.debug("seq reservation refused, tried again later", ["wait_s": reservationRetryWait.components.seconds])
+            if reservationDue == nil && (stamper.state.reservationDue || stamper.state.saveProblem != nil) {
+                if refused {
+                    Log.debug("state directory refused a write, tried again later", ["wait_s": reservationRetryWait.components.seconds])
                     reservationDue = coarseMonotonicNanoseconds() + reservationRetryWait.nanosecondCount
                     reservationRetryWait = min(reservationRetryWait * 2, AgentRuntime.outboxRetryLongest)
                 } else {
@@ -626,7 +631,8 @@ final class AgentRuntime: @unchecked Sendable {
 
     private var statusSnapshot: StatusSnapshot {
         StatusSnapshot(config: config, garage: garage, session: session, stamper: stamper, tracker: tracker,
-                       configHash: options.configHash, mode: options.mode, clockSynced: clockSynced)
+                       configHash: options.configHash, mode: options.mode, clockSynced: clockSynced,
+                       outboxUnusable: outboxUnusable)
     }
 
     /// Link events for the status; a new connection's birth carries the facts as they are now.
@@ -656,7 +662,7 @@ final class AgentRuntime: @unchecked Sendable {
         StatusPayload.Health(outboxDepth: session.outboxCount,
                              clock: StatusSnapshot.clockState(scaled: clock.isScaled, synced: clockSynced),
                              faultedInputs: garage.faultedInputCount, reconnects: tracker.reconnects,
-                             storageFault: StatusSnapshot.storageFault(session, stamper.state))
+                             storageFault: StatusSnapshot.storageFault(session, stamper.state, outboxUnusable: outboxUnusable))
     }
 
 

@@ -67,6 +67,7 @@ struct DeviceState {
         if let problem = DurableFile.makeDirectory(directory) {
             Log.error("state directory unusable, sequence numbers restart at 1", ["dir": directory, "error": problem])
             path = nil
+            directoryProblem = "state directory \(directory) unusable (\(problem)): sequence numbers restart at 1 at every start"
         } else {
             path = directory + "/device-state.json"
         }
@@ -242,7 +243,10 @@ struct DeviceState {
     /// Writes the state if it changed (temp file, fsync, rename).
     mutating func save() {
         let stored = Stored(boot: boot, seq: reserved, laneCounts: laneCounts, drops: drops, announcement: announcement)
-        guard let path, stored != saved else { return }
+        guard let path, stored != saved else {
+            saveProblem = nil   // what is on disk is current
+            return
+        }
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
         let bytes = Array((try? encoder.encode(stored)) ?? Data())
@@ -258,8 +262,11 @@ struct DeviceState {
         }
     }
 
-    /// Why the last save of the state file failed (nil: it did not). A failed save is tried again with the next.
+    /// Why the last save of the state file failed (nil: it did not, or what is on disk is current again). The event
+    /// loop tries a failed save again, less and less often.
     private(set) var saveProblem: String?
+    /// The state directory could not be made at start: nothing is kept across restarts.
+    private(set) var directoryProblem: String?
 
     /// A disk that refuses every write: one log line per streak, not one per event.
     private var saveFailures = LogStreak(.error, "cannot save device state", ended: "device state saved again")

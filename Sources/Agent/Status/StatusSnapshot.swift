@@ -16,21 +16,26 @@ struct StatusSnapshot {
     let configHash: String?
     let mode: String?
     let clockSynced: Bool
+    /// The outbox could not be opened at start: events live in memory only, all run.
+    let outboxUnusable: String?
 
     var clockState: String { Self.clockState(scaled: stamper.clock.isScaled, synced: clockSynced) }
 
     static func clockState(scaled: Bool, synced: Bool) -> String { scaled ? "simulated" : synced ? "synced" : "unsynced" }
 
-    /// What the disk refuses now (the retained status's `storage_fault`, `status`, `doctor`): the outbox's writes,
-    /// else the seq reservation whose events are then held, not sent, else the state file (whose next save is the
-    /// next reservation). The `outbox.fault` event says the first too, but it waits with the held events.
-    static func storageFault(_ session: UplinkSession, _ state: DeviceState) -> String? {
-        if let problem = session.outboxProblem { return problem }
+    /// What the disk refuses the agent now, and what comes of it (the retained status's `storage_fault`, `status`,
+    /// `doctor`), the worst first: an outbox in memory only, the outbox's writes, a seq reservation that events are
+    /// held for, an unusable state directory, the state file's last save. The `outbox.fault` event says the outbox's
+    /// problems too, but while events are held it waits with them.
+    static func storageFault(_ session: UplinkSession, _ state: DeviceState, outboxUnusable: String?) -> String? {
+        if let problem = outboxUnusable { return problem + ": events are kept in memory only, until a restart finds the disk usable" }
+        if let problem = session.outboxProblem { return problem + ": events are kept in memory until the disk takes writes again" }
         if state.awaitingReservation {
             return "cannot reserve sequence numbers in \(state.path ?? "the state directory"): "
                 + "new events are held until the disk takes writes again"
         }
-        return state.saveProblem
+        if let problem = state.directoryProblem { return problem }
+        return state.saveProblem.map { $0 + ": tried again, events still go out" }
     }
 
     /// The outbox's oldest pending event's age in seconds (nil: none, or from before the machine's last boot).
@@ -79,7 +84,7 @@ struct StatusSnapshot {
                                               oldestAgeSeconds: oldestAgeSeconds, lastSeq: state.seq,
                                               dropsDeclared: tracker.dropsDeclared,
                                               dropsUnannounced: (state.drops?.count ?? 0) + (state.announcement?.event.dropped ?? 0),
-                                              problem: Self.storageFault(session, state))
+                                              problem: Self.storageFault(session, state, outboxUnusable: outboxUnusable))
         return AgentStatus(site: config.site, device: config.device, version: AgentVersion.current, configHash: configHash,
                            mode: mode ?? "live", pid: getpid(), boot: state.boot, now: stamper.wallTime(now),
                            startedAt: stamper.wallTime(tracker.startedAt), uptimeSeconds: tracker.uptimeSeconds,
