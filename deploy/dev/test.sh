@@ -13,3 +13,4 @@ swift build --build-tests >.build/test-build.log 2>&1 || { cat .build/test-build
 tail -n 3 .build/test-build.log
 swift test --skip-build
 bash hardware/sim/run-tests.sh
+bash deploy/dev/demo-check.sh
