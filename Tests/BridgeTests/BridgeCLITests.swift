@@ -3,6 +3,32 @@ import Testing
 import TestSupport
 
 @Suite(.serialized) struct BridgeCLITests {
+    /// Another session's long transaction holds a table the next step changes: migrate gives up after its lock wait
+    /// (not queued behind it, holding up every bridge's writes to that table), changes nothing and says what to do;
+    /// once that transaction has ended it goes through.
+    @Test func migrateGivesUpOnATableALongTransactionHolds() throws {
+        let fixture = try BridgeFixture()
+        // Back to version 2, as the previous release left the database.
+        try fixture.cluster.sql("ALTER TABLE sensor_devices DROP COLUMN storage_fault; DELETE FROM sensor_schema_migrations WHERE version = 3",
+                                database: fixture.database)
+        let holder = try Child("/usr/bin/psql", ["-X", "-q", "-d", fixture.url, "-c",
+                                                 "BEGIN; LOCK TABLE sensor_devices IN ACCESS SHARE MODE; SELECT pg_sleep(120); COMMIT"])
+        defer { holder.signal(SIGKILL); _ = holder.wait(5) }
+        #expect(eventually(15) {
+            fixture.query("SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+                          + "WHERE c.relname = 'sensor_devices' AND l.granted AND l.pid <> pg_backend_pid()") != "0"
+        })
+        let blocked = try runBridge(["migrate", "--database", fixture.url])
+        #expect(blocked.code == 1)
+        #expect(blocked.err.contains("migration gave up after waiting 5s for a table lock"), "\(blocked.err)")
+        #expect(blocked.err.contains("pg_stat_activity"), "\(blocked.err)")
+        #expect(fixture.query("SELECT max(version) FROM sensor_schema_migrations") == "2")
+        // The long transaction ends (its session ended by the server): the same command now goes through.
+        _ = fixture.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(120)%' AND pid <> pg_backend_pid()")
+        let again = try runBridge(["migrate", "--database", fixture.url])
+        #expect(again.code == 0 && again.out.contains("applied 3: a device's storage fault"), "\(again.out) \(again.err)")
+    }
+
     @Test func migrateIsIdempotentAndSaysWhatItDid() throws {
         let fixture = try BridgeFixture(migrate: false)
         #expect(throws: (any Error).self) { try fixture.cluster.sql("UPDATE spots SET source = 'sensor' WHERE id = 'P1-A-01'", database: fixture.database) }

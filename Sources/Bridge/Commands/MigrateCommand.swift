@@ -28,6 +28,14 @@ enum MigrateCommand {
                 say("\(url): now at bridge schema version \(Migrations.latest)")
             }
             return ExitCode.success
+        } catch where error.sqlState == "55P03" {
+            printError("""
+                error: migration gave up after waiting \(Migrations.lockWait) for a table lock: another session's \
+                transaction holds one of the tables it changes; nothing was changed
+                    hint: look for long transactions (SELECT pid, state, xact_start, query FROM pg_stat_activity \
+                WHERE xact_start < now() - interval '5 seconds'), then run migrate again
+                """)
+            return ExitCode.failure
         } catch {
             printError("error: migration failed, nothing of the failed step was kept: \(error)")
             return ExitCode.failure

@@ -111,11 +111,17 @@ enum Migrations {
         return Int(try db.query("SELECT coalesce(max(version), 0) AS v FROM sensor_schema_migrations").value(0, "v") ?? "0") ?? 0
     }
 
+    /// How long a step waits for a table lock (an ALTER TABLE needs the table to itself) before the migration gives
+    /// up: queued behind a long transaction, it would hold up every bridge's writes to that table meanwhile.
+    static let lockWait = "5s"
+
     /// Applies what is missing; returns the steps applied (empty: already current). Concurrent
-    /// runs wait for each other on an advisory lock, so each step still runs once.
+    /// runs wait for each other on an advisory lock, so each step still runs once. A table lock not
+    /// granted within `lockWait` fails the whole migration (SQLSTATE 55P03), nothing kept.
     static func migrate(_ db: PostgresConnection) throws(PostgresError) -> [Step] {
         try db.transaction { db throws(PostgresError) in
             try db.query("SELECT pg_advisory_xact_lock(hashtext('parkwise-bridge migrate'))")
+            try db.query("SET LOCAL lock_timeout = '\(lockWait)'")
             try db.query("""
                 CREATE TABLE IF NOT EXISTS sensor_schema_migrations (
                   version int PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())
