@@ -51,6 +51,11 @@ import TestSupport
         defer { unsetenv("DATABASE_URL") }
         let fromEnvironment = try runBridge(["migrate"])
         #expect(fromEnvironment.code == 0 && fromEnvironment.out.contains("nothing to do"), "\(fromEnvironment.err)")
+        // A newer bridge migrated further: this one says the database's version, and changes nothing.
+        _ = fixture.query("INSERT INTO sensor_schema_migrations (version, name) VALUES (99, 'from a newer bridge')")
+        let older = try runBridge(["migrate", "--database", fixture.url])
+        #expect(older.code == 0 && older.out.contains("already at bridge schema version 99 (newer than this bridge's 3), nothing to do"),
+                "\(older.out) \(older.err)")
     }
 
     @Test func badStartsFailWithOneClearLineAndTheirExitCode() throws {

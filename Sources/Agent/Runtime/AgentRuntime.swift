@@ -665,7 +665,6 @@ final class AgentRuntime: @unchecked Sendable {
                              storageFault: StatusSnapshot.storageFault(session, stamper.state, outboxUnusable: outboxUnusable))
     }
 
-
     private func publishStatus(_ snapshot: StatusSnapshot) {
         let health = statusHealth
         session.updateStatus(session.birth.with(health, uptimeSeconds: Int(tracker.uptimeSeconds),

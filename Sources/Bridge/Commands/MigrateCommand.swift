@@ -22,7 +22,10 @@ enum MigrateCommand {
         do {
             let applied = try Migrations.migrate(db)
             if applied.isEmpty {
-                say("\(url): already at bridge schema version \(Migrations.latest), nothing to do")
+                // A newer bridge may have migrated further: the database's own version, not this bridge's.
+                let current = try Migrations.currentVersion(db)
+                let newer = current > Migrations.latest ? " (newer than this bridge's \(Migrations.latest))" : ""
+                say("\(url): already at bridge schema version \(current)\(newer), nothing to do")
             } else {
                 for step in applied { say("\(url): applied \(step.version): \(step.name)") }
                 say("\(url): now at bridge schema version \(Migrations.latest)")
