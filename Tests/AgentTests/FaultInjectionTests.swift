@@ -517,8 +517,8 @@ func acceptedEvents(_ path: String) -> [Int: String] {
 
     static let stateFileTemps = ["device-state.json.tmp", "device-state.json.bak.tmp"]
 
-    /// A disk that refuses the agent's writes is said in its retained status (`storage_fault`), where a backend sees
-    /// it while the events wait (their `outbox.fault` waits with them); it is gone once the disk takes writes again.
+    /// A disk that refuses every write is said in the agent's retained status (`storage_fault`), where a backend sees
+    /// it while the events are held (their `outbox.fault` waits with them); it is gone once the disk takes writes again.
     @Test func aDiskThatRefusesWritesIsSaidInTheRetainedStatus() throws {
         let dir = temporaryDirectory()
         let broker = try Broker()
@@ -526,7 +526,7 @@ func acceptedEvents(_ path: String) -> [Int: String] {
         try subscriber.listen()
         let agent = try agentOnARefusingDisk(dir, broker, trace: try busyTrace(dir, count: 6, every: 20).path, statusEvery: "1s")
         #expect(eventually(15) { agent.stderr.contains("trace finished") }, "\(agent.stderr)")
-        #expect(statusSays(subscriber, agent, "cannot write outbox file "))
+        #expect(statusSays(subscriber, agent, "cannot reserve sequence numbers in "))
         #expect(lastStatus(subscriber)["state"] as? String == "online")
         #expect(subscriber.events().isEmpty, "sent while no seq reservation was on disk")
         // As the contract's schema has it (and an empty one would not be).
@@ -538,9 +538,36 @@ func acceptedEvents(_ path: String) -> [Int: String] {
         #expect(results.last?.isEmpty == false, "an empty storage_fault passed the schema")
         // And a technician's `status` on the board says it too.
         let text = try runAgent(["status", "--config", dir.path + "/busy.yaml", "--outbox", dir.path + "/outbox"])
-        #expect(text.code == 0 && text.out.contains("disk problem: cannot write outbox file "), "\(text.out) \(text.err)")
+        #expect(text.code == 0 && text.out.contains("disk problem: cannot reserve sequence numbers in "), "\(text.out) \(text.err)")
         #expect(liftTheLimit(of: agent))
         recovers(agent, subscriber, events: 6)
+    }
+
+    /// The outbox cannot grow (a full disk: a file-size limit the small ledger and state file stay under) while the
+    /// broker is away, the seq reservations hold: on connecting, the status says the outbox's problem (the events are
+    /// kept in memory, and sent); once the disk takes writes again it says nothing more.
+    @Test func anOutboxThatCannotWriteIsSaidInTheRetainedStatus() throws {
+        let dir = temporaryDirectory()
+        let broker = try Broker()
+        let subscriber = try Subscriber(broker)
+        broker.stop()
+        let agent = try Child("/usr/bin/prlimit", ["--fsize=12000:unlimited", agentBinary, "run", "--config",
+                                                   try writeBusyGarage(dir, statusEvery: "1s"),
+                                                   "--replay", try busyTrace(dir, count: 60, every: 20).path,
+                                                   "--broker", broker.url, "--outbox", dir.path + "/outbox"])
+        #expect(eventually(15) { agent.stderr.contains("trace finished") && agent.stderr.contains("outbox cannot write to disk") },
+                "\(agent.stderr)")
+        try broker.start()
+        try subscriber.listen()
+        func said() -> Bool {
+            subscriber.messages.contains { message in
+                guard message.topic == prefix + "/status", let fault = message.json["storage_fault"] as? String else { return false }
+                return fault.hasPrefix("cannot write outbox file ") && fault.hasSuffix(": events are kept in memory until the disk takes writes again")
+            }
+        }
+        #expect(eventually(15) { said() }, "\(subscriber.messages.filter { $0.topic == prefix + "/status" }.map(\.payload)) \(agent.stderr)")
+        #expect(liftTheLimit(of: agent))
+        recovers(agent, subscriber, events: 60)
     }
 
     /// The ledger works but the state file cannot be saved: events still go out, the status says the state file

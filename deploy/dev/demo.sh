@@ -23,6 +23,8 @@ monitor=""
 agent_pid=""
 bridge_pid=""
 cleanup() {
+    # DEMO_KEEP_LOGS=DIR: the logs copied there first (deploy/dev/demo-check.sh shows them when a check fails).
+    if [ -n "${DEMO_KEEP_LOGS:-}" ]; then cp -f "$work"/*.log "$work"/pg/log "$DEMO_KEEP_LOGS"/ 2>/dev/null || true; fi
     [ -n "$agent_pid" ] && kill -TERM "$agent_pid" 2>/dev/null && wait "$agent_pid" 2>/dev/null || true
     [ -n "$monitor" ] && kill "$monitor" 2>/dev/null || true
     [ -n "$bridge_pid" ] && kill -TERM "$bridge_pid" 2>/dev/null && wait "$bridge_pid" 2>/dev/null || true
@@ -44,11 +46,13 @@ if [ -n "$backend" ]; then
     mkdir -p "$work/pg" && chmod 755 "$work" "$work/pg"
     as_pg=()
     [ "$(id -u)" -eq 0 ] && { chown postgres "$work/pg"; as_pg=(runuser -u postgres --); }
-    pgport=$((port + 1))
+    pgport=$(free_port) || { echo "demo: no free loopback port found for PostgreSQL" >&2; exit 1; }
     "${as_pg[@]}" "$pgbin/initdb" -D "$work/pg/data" -A trust -U postgres -N > /dev/null
     "${as_pg[@]}" "$pgbin/postgres" -D "$work/pg/data" -p "$pgport" -k "$work/pg" -c listen_addresses=127.0.0.1 \
         > "$work/pg/log" 2>&1 &
-    until "$pgbin/pg_isready" -q -h 127.0.0.1 -p "$pgport"; do sleep 0.1; done
+    for _ in $(seq 1 300); do "$pgbin/pg_isready" -q -h 127.0.0.1 -p "$pgport" && break; sleep 0.1; done
+    "$pgbin/pg_isready" -q -h 127.0.0.1 -p "$pgport" \
+        || { echo "demo: PostgreSQL did not start within 30 s on port $pgport:" >&2; tail -n 20 "$work/pg/log" >&2; exit 1; }
     db=postgresql://postgres@127.0.0.1:$pgport/postgres
     psql -X -q -v ON_ERROR_STOP=1 -d "$db" -f deploy/backend/parkwise-test-schema.sql
     .build/debug/parkwise-bridge migrate --database "$db" >&2

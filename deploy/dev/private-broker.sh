@@ -1,13 +1,18 @@
 # Sourced by the dev scripts: a private mosquitto on a free loopback port.
 #   start_private_broker DIR   sets `port` and `broker_pid`; config and log in DIR; returns 1 if it does not come up
-start_private_broker() {
-    local dir=$1 candidate
-    port=""
+#   free_port                  prints a loopback port nothing listens on (returns 1 if none is found)
+free_port() {
+    local candidate
     for _ in $(seq 1 50); do
         candidate=$((20000 + RANDOM % 40000))
-        if ! (exec 3<>"/dev/tcp/127.0.0.1/$candidate") 2>/dev/null; then port=$candidate; break; fi
+        if ! (exec 3<>"/dev/tcp/127.0.0.1/$candidate") 2>/dev/null; then echo "$candidate"; return 0; fi
     done
-    [ -n "$port" ] || { echo "no free loopback port found for mosquitto" >&2; return 1; }
+    return 1
+}
+
+start_private_broker() {
+    local dir=$1
+    port=$(free_port) || { echo "no free loopback port found for mosquitto" >&2; return 1; }
     printf 'listener %s 127.0.0.1\nallow_anonymous true\n' "$port" > "$dir/mosquitto.conf"
     [ "$(id -u)" -eq 0 ] && echo "user root" >> "$dir/mosquitto.conf"
     /usr/sbin/mosquitto -c "$dir/mosquitto.conf" > "$dir/mosquitto.log" 2>&1 &

@@ -272,24 +272,21 @@ final class AgentRuntime: @unchecked Sendable {
             if stamper.state.durable > session.sendableUpTo || (statesHeld && !stamper.state.awaitingReservation) {
                 publishChangedStates()
             }
-            // The next block of seqs, reserved once the inbox is empty (a deadline that has passed counts only then).
-            // A reservation the disk refused is tried again after a wait doubling up to 64 s, never in a loop; once
-            // one is on disk (a save can do it too) a pending retry gives way to the next ahead reservation. A failed
-            // save of the state file (its drops, lane counts) is tried again the same way.
-            let refused = stamper.state.reservationRefused || stamper.state.saveProblem != nil
-            if !refused {
-                reservationRetryWait = AgentRuntime.outboxWriteWait
-                if let due = reservationDue, due != 0 { reservationDue = nil }
-            }
-            if reservationDue == nil && (stamper.state.reservationDue || stamper.state.saveProblem != nil) {
-                if refused {
+            // The next block of seqs, reserved once the inbox is empty (a deadline that has passed counts only then),
+            // also while a retry of a failed state-file save waits (the reservation saves the file too). A reservation
+            // the disk refused, and a failed save of the state file (its drops, lane counts), are tried again after a
+            // wait doubling up to 64 s, never in a loop; once nothing is refused a pending retry gives way.
+            if stamper.state.reservationRefused || stamper.state.saveProblem != nil {
+                if reservationDue == nil {
                     Log.debug("state directory refused a write, tried again later", ["wait_s": reservationRetryWait.components.seconds])
                     reservationDue = coarseMonotonicNanoseconds() + reservationRetryWait.nanosecondCount
                     reservationRetryWait = min(reservationRetryWait * 2, AgentRuntime.outboxRetryLongest)
-                } else {
-                    reservationDue = 0
                 }
+            } else {
+                reservationRetryWait = AgentRuntime.outboxWriteWait
+                if let due = reservationDue, due != 0 { reservationDue = nil }
             }
+            if stamper.state.reservationDue && !stamper.state.reservationRefused { reservationDue = 0 }
         }
     }
 

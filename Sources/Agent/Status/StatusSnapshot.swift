@@ -24,16 +24,16 @@ struct StatusSnapshot {
     static func clockState(scaled: Bool, synced: Bool) -> String { scaled ? "simulated" : synced ? "synced" : "unsynced" }
 
     /// What the disk refuses the agent now, and what comes of it (the retained status's `storage_fault`, `status`,
-    /// `doctor`), the worst first: an outbox in memory only, the outbox's writes, a seq reservation that events are
-    /// held for, an unusable state directory, the state file's last save. The `outbox.fault` event says the outbox's
-    /// problems too, but while events are held it waits with them.
+    /// `doctor`), the worst first: a seq reservation that events are held for (nothing is sent), an outbox in memory
+    /// only, the outbox's writes, an unusable state directory, the state file's last save. The `outbox.fault` event
+    /// says the outbox's problems too, but while events are held it waits with them.
     static func storageFault(_ session: UplinkSession, _ state: DeviceState, outboxUnusable: String?) -> String? {
-        if let problem = outboxUnusable { return problem + ": events are kept in memory only, until a restart finds the disk usable" }
-        if let problem = session.outboxProblem { return problem + ": events are kept in memory until the disk takes writes again" }
         if state.awaitingReservation {
             return "cannot reserve sequence numbers in \(state.path ?? "the state directory"): "
                 + "new events are held until the disk takes writes again"
         }
+        if let problem = outboxUnusable { return problem + ": events are kept in memory only, until a restart finds the disk usable" }
+        if let problem = session.outboxProblem { return problem + ": events are kept in memory until the disk takes writes again" }
         if let problem = state.directoryProblem { return problem }
         return state.saveProblem.map { $0 + ": tried again, events still go out" }
     }
