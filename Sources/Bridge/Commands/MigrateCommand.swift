@@ -7,8 +7,8 @@ enum MigrateCommand {
         discussion: """
         Adds 'sensor' to spots.source and creates the bridge's own tables (sensor_devices,
         sensor_events, sensor_spots, sensor_levels, sensor_gaps, sensor_faults, sensor_unknown_spots),
-        numbered in sensor_schema_migrations. Each step runs once, in one transaction; running it
-        again changes nothing. The backend's tables and data are not otherwise touched.
+        numbered in sensor_schema_migrations. Each step runs once; a run's steps share one
+        transaction (an error keeps none of them). Running it again changes nothing. The backend's tables and data are not otherwise touched.
         """,
         options: [Connections.databaseOption])
 
@@ -23,7 +23,7 @@ enum MigrateCommand {
             let applied = try Migrations.migrate(db)
             if applied.isEmpty {
                 // A newer bridge may have migrated further: the database's own version, not this bridge's.
-                let current = try Migrations.currentVersion(db)
+                let current = (try? Migrations.currentVersion(db)) ?? Migrations.latest
                 let newer = current > Migrations.latest ? " (newer than this bridge's \(Migrations.latest))" : ""
                 say("\(url): already at bridge schema version \(current)\(newer), nothing to do")
             } else {
@@ -40,7 +40,7 @@ enum MigrateCommand {
                 """)
             return ExitCode.failure
         } catch {
-            printError("error: migration failed, nothing of the failed step was kept: \(error)")
+            printError("error: migration failed, nothing was changed: \(error)")
             return ExitCode.failure
         }
     }

@@ -1,7 +1,7 @@
 import Postgres
 
-/// The bridge's changes to the backend's database: numbered, each applied once, in order, in one
-/// transaction with the version row (so a crash leaves either all of a step or none of it).
+/// The bridge's changes to the backend's database: numbered, each applied once, in order; the steps a run applies
+/// share one transaction with their version rows (so a crash or an error leaves all of them or none).
 /// Additive only: the backend keeps working unchanged on a migrated database.
 enum Migrations {
     struct Step {
