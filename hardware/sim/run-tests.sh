@@ -48,13 +48,16 @@ for build in $BUILDS; do
     [[ "$build" == 1 || "$build" == 2 ]] || cannot_run "PARKWISE_VM_LIBGPIOD='$BUILDS': expected 1, 2 or \"1 2\""
 done
 as_root() { if [[ $(id -u) -eq 0 ]]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else return 1; fi; }
-if ! command -v qemu-system-x86_64 >/dev/null; then
-    echo "vm-tests: installing qemu-system-x86" >&2
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends qemu-system-x86 >/dev/null \
+# qemu for the VM; strace in the guest (a case holds the agent's syncs with its fault injection).
+for need in qemu-system-x86_64:qemu-system-x86 strace:strace; do
+    tool=${need%%:*} package=${need#*:}
+    command -v "$tool" >/dev/null && continue
+    echo "vm-tests: installing $package" >&2
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$package" >/dev/null \
         || { as_root apt-get update -q >/dev/null && as_root env DEBIAN_FRONTEND=noninteractive \
-                 apt-get install -y -q --no-install-recommends qemu-system-x86 >/dev/null; } \
-        || cannot_run "qemu-system-x86_64 is missing and could not be installed (apt-get install qemu-system-x86)"
-fi
+                 apt-get install -y -q --no-install-recommends "$package" >/dev/null; } \
+        || cannot_run "$tool is missing and could not be installed (apt-get install $package)"
+done
 if ! grep -q 'Candidate: [0-9]' <<<"$(apt-cache policy linux-image-amd64 2>/dev/null)"; then
     as_root apt-get update -q >/dev/null || cannot_run "apt-get update failed"
 fi
@@ -200,6 +203,16 @@ chip_gone() {  # the MCP23017 removed under the agent: both spots faulted (lost)
     check "the agent exits 1" "n=0; while [ ! -f /tmp/gone.rc ] && [ \$n -lt 200 ]; do n=\$((n + 1)); usleep 50000; done; cat /tmp/gone.log; [ \"\$(cat /tmp/gone.rc 2>/dev/null)\" = 1 ] && grep -q 'every GPIO input is lost' /tmp/gone.log"
 }
 
+late_edge() {  # GPIO4 (delayed_on 1s) ends before its deadline while the agent is held in GPIO7's outbox sync
+    check "agent starts" "start late pi4-late.yaml && wait_used pi4 4 && wait_used pi4 7" &&
+    check "strace holds every outbox sync 1.5 s" "strace -f -p \$(cat /tmp/late.pid) -e trace=fdatasync -e inject=fdatasync:delay_enter=1500000 -o /tmp/late.strace 2>/dev/null & echo \$! > /tmp/late-strace.pid; n=0; until grep -q 'TracerPid:[[:space:]]*[1-9]' /proc/\$(cat /tmp/late.pid)/status || [ \$n -gt 200 ]; do n=\$((n + 1)); usleep 50000; done; grep -q 'TracerPid:[[:space:]]*[1-9]' /proc/\$(cat /tmp/late.pid)/status" &&
+    check "GPIO4 up; GPIO7 up (its event's sync held); GPIO4 down before GPIO4's deadline" "pull pi4 4 up; usleep 300000; pull pi4 7 up; usleep 300000; pull pi4 4 down" &&
+    check "P1-L-07 occupied" "wait_msg 20 $T/pi4-late/events '\"spot.occupied\"' '\"P1-L-07\"'" &&
+    check "then P1-L-07 vacated (events go out in order: a P1-L-04 event would come before)" "pull pi4 7 down && wait_msg 20 $T/pi4-late/events '\"spot.vacated\"' '\"P1-L-07\"'" &&
+    check "no event for P1-L-04: its edge reached the garage before the deadline's timer" "no_msg $T/pi4-late/events '\"P1-L-04\"'" &&
+    check "clean stop" "kill \$(cat /tmp/late-strace.pid); stop late"
+}
+
 edge_queue_full() {  # GPIO12: 41 edges while the agent is stopped; the kernel keeps 16, the last of them low
     check "agent starts" "start burst pi4-burst.yaml && wait_used pi4 12" &&
     check "held (SIGSTOP): 41 edges, ending high; SIGCONT" "kill -STOP \$(cat /tmp/burst.pid) && i=0; while [ \$i -lt 20 ]; do pull pi4 12 up; pull pi4 12 down; i=\$((i + 1)); done; pull pi4 12 up; [ \$(value pi4 12) = 1 ] && kill -CONT \$(cat /tmp/burst.pid)" &&
@@ -218,7 +231,8 @@ run_pass() {
     mkdir -p "$dir"
     echo "--- ${NAMES[$build]}: ${AGENTS[$build]:-no agent}"
     [[ -z "${BUILD_ERROR[$build]:-}" ]] || { pass_cannot_run "${BUILD_ERROR[$build]}"; return; }
-    bash "$HERE/initramfs.sh" "$CACHE" "${AGENTS[$build]}" "$dir/initrd.cpio" || { pass_cannot_run "initramfs failed"; return; }
+    bash "$HERE/initramfs.sh" "$CACHE" "${AGENTS[$build]}" "$dir/initrd.cpio" "$(command -v strace)=/usr/bin/strace" \
+        || { pass_cannot_run "initramfs failed"; return; }
     vm_up "$dir" || { pass_cannot_run "the VM did not come up (see its console above)"; vm_down; return; }
     # The agent must run on this build's libgpiod (the loader's own report), or the pass proves nothing.
     if ! g "LD_DEBUG=libs \$AGENT --help 2>&1 >/dev/null | grep -E 'calling init: .*/libgpiod\.so\.[0-9]+$' | sed 's/.*calling init: //'" \
@@ -239,6 +253,7 @@ run_pass() {
     run_case "parkwise-agent lines matches gpioinfo" inventory ""
     run_case "walk-test: lane, swapped spot pair, JSON report (real GPIO lines)" walk_test "pulls mcp '0 1' down; pulls pi4 '24 25 26' down"
     run_case "doctor: lines requested (agent stopped) or read from its status (agent running)" doctor_checks "[ -f /tmp/doctor.pid ] && stop doctor; pull pi4 21 down"
+    run_case "an edge before a filter's deadline, read after it (the agent held in a sync): no event" late_edge "kill \$(cat /tmp/late-strace.pid) 2>/dev/null; [ -f /tmp/late.pid ] && stop late; pull pi4 4 down; pull pi4 7 down"
     run_case "more edges than the kernel keeps: the level read again, final state right" edge_queue_full "[ -f /tmp/burst.pid ] && { kill -CONT \$(cat /tmp/burst.pid); stop burst; }; pull pi4 12 down"
     run_case "chip removed under the agent: faults, then exit 1" chip_gone "echo 1 > \$SIM/mcp/live"
 
