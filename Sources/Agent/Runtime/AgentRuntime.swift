@@ -64,6 +64,8 @@ final class AgentRuntime: @unchecked Sendable {
     /// CLOCK_MONOTONIC as read for the input at hand: the clock is read at most once per input, and only when
     /// something needs it (see `realNow()`).
     private var inputReal: Int64?
+    /// When the hosted lines were last looked at after a deadline had passed (CLOCK_MONOTONIC nanoseconds).
+    private var lastEdgeLook: Int64 = .min
     /// The descriptors the loop watches besides its inbox: the hosted lines and broker socket (kept between waits).
     private var watching: [pollfd] = []
 
@@ -346,7 +348,20 @@ final class AgentRuntime: @unchecked Sendable {
                 // A recheck of the lines or the keepalive, if that was what was due.
                 if let edges, edges.due != nil { source.serviceHosted(revents: Array(repeating: 0, count: edges.slots.count)) }
                 if uplink?.due != nil { link.serviceHosted(revents: 0) }
-                if let deadline, deadline <= monotonicNanoseconds() { return nil }
+                if let deadline, deadline <= monotonicNanoseconds() {
+                    // An edge the kernel stamped before the deadline, waiting while the loop was busy (a slow sync),
+                    // reaches the garage before the deadline's timer, or a filter would expire on a change that had
+                    // already ended. One look after the deadline sees every such edge: once per passed deadline.
+                    if let edges, lastEdgeLook < deadline {
+                        lastEdgeLook = monotonicNanoseconds()
+                        var ready = edges.slots
+                        if poll(&ready, nfds_t(ready.count), 0) > 0 && ready.contains(where: { $0.revents != 0 }) {
+                            source.serviceHosted(revents: ready.map(\.revents))
+                            continue
+                        }
+                    }
+                    return nil
+                }
             }
         }
     }

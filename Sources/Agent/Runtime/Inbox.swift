@@ -28,9 +28,6 @@ final class Inbox: @unchecked Sendable {
     private var messagesDropped = 0
     /// Inputs taken one after the other without looking at the watched descriptor (the loop's thread only).
     private var takenInARow = 0
-    /// A passed deadline was answered with a look at the watched descriptors first (the loop's thread only): the next
-    /// visit returns the deadline itself, so a flood on a descriptor cannot hold a deadline back.
-    private var lookedBeforeDeadline = false
     /// What a wait polls: the wakeup, then the watched descriptors (the loop's thread only; kept between waits).
     private var slots: [pollfd] = []
     /// Signalled by a post while the loop waits (nil: out of descriptors; the loop then looks every 10 ms).
@@ -119,21 +116,9 @@ final class Inbox: @unchecked Sendable {
                     left = deadline - monotonicNanoseconds()
                     if left <= 0 {
                         if stopWaiting() { continue }
-                        // What already waits on a watched descriptor goes first, once: an edge the kernel stamped
-                        // before the deadline while the loop was busy (a slow sync) must reach the garage before the
-                        // deadline's timer fires, or a filter would expire on a change that had already ended.
-                        if !lookedBeforeDeadline && !watching.isEmpty {
-                            lookedBeforeDeadline = true
-                            var ready = watching
-                            if poll(&ready, nfds_t(ready.count), 0) > 0 && ready.contains(where: { $0.revents != 0 }) {
-                                return .watched(ready)
-                            }
-                        }
-                        lookedBeforeDeadline = false
                         return .deadline
                     }
                 }
-                lookedBeforeDeadline = false
                 timeout = Int32(clamping: (left + 999_999) / 1_000_000)
             }
             if wakeup == nil { timeout = timeout < 0 ? 10 : min(timeout, 10) }
