@@ -9,7 +9,7 @@ func uplinkBench(port: Int, directory: String) async {
     let entry = benchEntry
 
     // 1. Append cost.
-    guard var (appendOutbox, _) = try? DurableOutbox.open(directory: directory + "/append", capacity: 2000) else {
+    guard let (appendOutbox, _) = try? DurableOutbox.open(directory: directory + "/append", capacity: 2000) else {
         print("cannot open outbox in \(directory)")
         return
     }

@@ -71,7 +71,7 @@ import Uplink
 
     @Test func anOutboxEventAtTheEndOfTheCountIsRefused() throws {
         let dir = temporaryDirectory()
-        var (outbox, _) = try DurableOutbox.open(directory: dir.path + "/outbox", capacity: 10)
+        let (outbox, _) = try DurableOutbox.open(directory: dir.path + "/outbox", capacity: 10)
         let last = EventPayload(id: "x", seq: .max, boot: 1, type: "spot.occupied", at: "2026-11-29T12:00:00.000Z", clock: "synced")
         let added = outbox.append([OutboxEntry(event: last, atMonotonic: 0, arrivalMonotonic: nil, kernelBoot: "k")], sparing: [])
         #expect(added.failure == nil)

@@ -67,7 +67,7 @@ func pendingOnDisk(_ path: String) -> (pending: [UInt64], records: Int) {
     @Test func eventsSurviveAReopenInOrderUntilAcknowledged() throws {
         let dir = temporaryDirectory().path
         do {
-            var (outbox, problems) = try DurableOutbox.open(directory: dir, capacity: 200)
+            let (outbox, problems) = try DurableOutbox.open(directory: dir, capacity: 200)
             #expect(problems.isEmpty)
             for seq in 1...5 { #expect(outbox.append(entry(UInt64(seq))).failure == nil) }
             outbox.remove(seq: 2)
@@ -88,7 +88,7 @@ func pendingOnDisk(_ path: String) -> (pending: [UInt64], records: Int) {
         let dir = temporaryDirectory().path
         let log = dir + "/outbox.log"
         do {
-            var (outbox, _) = try DurableOutbox.open(directory: dir, capacity: 200)
+            let (outbox, _) = try DurableOutbox.open(directory: dir, capacity: 200)
             for seq in 1...3 { #expect(outbox.append(entry(UInt64(seq))).failure == nil) }
             outbox.remove(seq: 1)
             #expect(outbox.pending.map(\.event.seq) == [2, 3])
@@ -96,7 +96,7 @@ func pendingOnDisk(_ path: String) -> (pending: [UInt64], records: Int) {
             #expect(pendingOnDisk(log).records == 3, "the acknowledgement wrote nothing")
         }
         // A crash here: the acknowledged event is still in the file.
-        var (outbox, _) = try DurableOutbox.open(directory: dir, capacity: 200)
+        let (outbox, _) = try DurableOutbox.open(directory: dir, capacity: 200)
         #expect(outbox.pending.map(\.event.seq) == [1, 2, 3])
         #expect(outbox.pending[0] == entry(1))
         outbox.remove(seq: 1)
@@ -116,7 +116,7 @@ func pendingOnDisk(_ path: String) -> (pending: [UInt64], records: Int) {
     @Test func aFailedWriteIsTriedAgainWholeUntilTheDiskHasRoom() throws {
         let dir = temporaryDirectory().path
         let log = dir + "/outbox.log"
-        var (outbox, _) = try DurableOutbox.open(directory: dir, capacity: 200)
+        let (outbox, _) = try DurableOutbox.open(directory: dir, capacity: 200)
         for seq in 1...3 { #expect(outbox.append(entry(UInt64(seq))).failure == nil) }
         try failWrites(to: log)
         #expect(outbox.append(entry(4)).failure != nil)
@@ -146,7 +146,7 @@ func pendingOnDisk(_ path: String) -> (pending: [UInt64], records: Int) {
         let dir = temporaryDirectory().path
         let log = dir + "/outbox.log"
         func size() -> Int { ((try? FileManager.default.attributesOfItem(atPath: log))?[.size] as? Int) ?? -1 }
-        var (outbox, _) = try DurableOutbox.open(directory: dir, capacity: 200)
+        let (outbox, _) = try DurableOutbox.open(directory: dir, capacity: 200)
         #expect(outbox.append(entry(1)).failure == nil)
         let first = size()
         #expect(first >= 65_536, "a reserve follows the first record: \(first) bytes")
@@ -171,7 +171,7 @@ func pendingOnDisk(_ path: String) -> (pending: [UInt64], records: Int) {
     @Test func aTornLastRecordIsDroppedAndEverythingBeforeKept() throws {
         let dir = temporaryDirectory().path
         do {
-            var (outbox, _) = try DurableOutbox.open(directory: dir, capacity: 200)
+            let (outbox, _) = try DurableOutbox.open(directory: dir, capacity: 200)
             for seq in 1...3 { _ = outbox.append(entry(UInt64(seq))) }
         }
         // Power lost half-way through writing the fourth record (over the reserve after the third).
@@ -196,7 +196,7 @@ func pendingOnDisk(_ path: String) -> (pending: [UInt64], records: Int) {
     @Test func aDamagedFileIsKeptAsideAndReadingResumesAfterTheDamage() throws {
         let dir = temporaryDirectory().path
         do {
-            var (outbox, _) = try DurableOutbox.open(directory: dir, capacity: 200)
+            let (outbox, _) = try DurableOutbox.open(directory: dir, capacity: 200)
             for seq in 1...4 { _ = outbox.append(entry(UInt64(seq))) }
         }
         let log = dir + "/outbox.log"
@@ -217,7 +217,7 @@ func pendingOnDisk(_ path: String) -> (pending: [UInt64], records: Int) {
 
     @Test func neverMoreThanCapacityPendingOnDiskAndDropsAreSaid() throws {
         let dir = temporaryDirectory().path
-        var (outbox, _) = try DurableOutbox.open(directory: dir, capacity: 20)
+        let (outbox, _) = try DurableOutbox.open(directory: dir, capacity: 20)
         var dropped: [UInt64] = []
         for seq in 1...60 {
             // Every third event is a passage; the rest are occupancy changes of three spots.
@@ -251,7 +251,7 @@ func pendingOnDisk(_ path: String) -> (pending: [UInt64], records: Int) {
         let dir = temporaryDirectory().path
         var dropped: [UInt64] = []
         do {
-            var (outbox, _) = try DurableOutbox.open(directory: dir, capacity: 3)
+            let (outbox, _) = try DurableOutbox.open(directory: dir, capacity: 3)
             for seq in 1...3 { _ = outbox.append(entry(UInt64(seq))) }
             let result = outbox.append([entry(4, spot: "P2-A-04")], sparing: [1, 2, 3])
             dropped = result.dropped.map(\.event.seq)
@@ -268,7 +268,7 @@ func pendingOnDisk(_ path: String) -> (pending: [UInt64], records: Int) {
     /// batch given up at once leave no record at all.
     @Test func aBatchIsStoredWholeAndItsOwnVictimsAreNotWritten() throws {
         let dir = temporaryDirectory().path
-        var (outbox, _) = try DurableOutbox.open(directory: dir, capacity: 4)
+        let (outbox, _) = try DurableOutbox.open(directory: dir, capacity: 4)
         let batch = (1...6).map { entry(UInt64($0), spot: "P2-A-0\($0)") }
         let result = outbox.append(batch, sparing: [])
         #expect(result.failure == nil)
@@ -280,7 +280,7 @@ func pendingOnDisk(_ path: String) -> (pending: [UInt64], records: Int) {
 
     @Test func compactionKeepsTheFileSmall() throws {
         let dir = temporaryDirectory().path
-        var (outbox, _) = try DurableOutbox.open(directory: dir, capacity: 10)
+        let (outbox, _) = try DurableOutbox.open(directory: dir, capacity: 10)
         for seq in 1...1000 {
             _ = outbox.append(entry(UInt64(seq)))
             outbox.remove(seq: UInt64(seq))
@@ -296,7 +296,7 @@ func pendingOnDisk(_ path: String) -> (pending: [UInt64], records: Int) {
     @Test func compactionWaitsForAnIdleMomentUpToTwiceTheCapacity() throws {
         let dir = temporaryDirectory().path
         let log = dir + "/outbox.log"
-        var (outbox, _) = try DurableOutbox.open(directory: dir, capacity: 10)
+        let (outbox, _) = try DurableOutbox.open(directory: dir, capacity: 10)
         var seq: UInt64 = 0
         while !outbox.compactionDue {
             seq += 1

@@ -454,7 +454,7 @@ final class AgentRuntime: @unchecked Sendable {
         events.removeAll(keepingCapacity: true)
         deviceEvents.removeAll()
         tracker.note(entries)
-        stamper.state.setLaneCounts(garage.laneCounts)
+        stamper.state.setLaneCounts(inGarage { $0.laneCounts })
         stamper.state.save()
         session.allowSending(upTo: stamper.state.durable)
         for entry in entries { Log.debug("event", ["type": entry.event.type, "seq": entry.event.seq]) }
@@ -570,11 +570,11 @@ final class AgentRuntime: @unchecked Sendable {
         guard !statesHeld else { return }
         let changed = garage.takeChanged()
         for s in changed.spots {
-            let spot = garage.spot(s)
+            let spot = inGarage { $0.spot(s) }
             session.setRetained(topic: spotTopics[s], payload: WireJSON.encode(stamper.spotState(spot)))
         }
         for l in changed.levels {
-            let level = garage.level(l)
+            let level = inGarage { $0.level(l) }
             session.setRetained(topic: levelTopics[l], payload: WireJSON.encode(stamper.levelState(level)))
         }
     }
@@ -582,7 +582,7 @@ final class AgentRuntime: @unchecked Sendable {
     /// Arms the garage's next deadline. A timer armed for an earlier instant is kept (its tick finds nothing due and
     /// arms the next): deadlines that move later with every edge cost no timer re-arm per edge.
     private func scheduleTimer() {
-        let due = garage.nextDeadline
+        let due = inGarage { $0.nextDeadline }
         guard let due else { return }
         if let armed = timer?.due, armed <= due { return }
         timer = (due, clock.real(at: due))
@@ -628,7 +628,7 @@ final class AgentRuntime: @unchecked Sendable {
         Log.info("command", ["name": String(name.prefix(40)), "ok": reply.ok])
         session.publishReply(topic: topics.reply, payload: reply.payload)
         if reply.ok && name == "rebirth" { session.rebirth() }
-        stamper.state.setLaneCounts(garage.laneCounts)
+        stamper.state.setLaneCounts(inGarage { $0.laneCounts })
         stamper.state.save()
         publishChangedStates()
     }
@@ -670,10 +670,14 @@ final class AgentRuntime: @unchecked Sendable {
     }
 
     /// The retained status's changing facts, read in place: this runs after every input, so no snapshot is built.
+    /// Reads the garage in place: a plain read of a struct a class holds copies it first (retaining each of its
+    /// arrays), and these reads come after every input.
+    private func inGarage<T>(_ read: (inout Garage) -> T) -> T { read(&garage) }
+
     private var statusHealth: StatusPayload.Health {
         StatusPayload.Health(outboxDepth: session.outboxCount,
                              clock: StatusSnapshot.clockState(scaled: clock.isScaled, synced: clockSynced),
-                             faultedInputs: garage.faultedInputCount, reconnects: tracker.reconnects,
+                             faultedInputs: inGarage { $0.faultedInputCount }, reconnects: tracker.reconnects,
                              storageFault: StatusSnapshot.storageFault(session, stamper.state, outboxUnusable: outboxUnusable))
     }
 

@@ -12,14 +12,14 @@ import Uplink
 /// damage to one of them sends either back. `device-state.json` itself is written twice (the file
 /// and `device-state.json.bak`), so one unreadable copy loses neither the drops nor the announcement.
 struct DeviceState {
-    private(set) var boot: UInt64 = 0
+    private(set) var boot: UInt64 = 0 { didSet { unsaved = true } }
     private(set) var seq: UInt64 = 0
-    private(set) var laneCounts: [String: Int] = [:]
+    private(set) var laneCounts: [String: Int] = [:] { didSet { unsaved = true } }
     /// The ledger's entry as the previous run left it (nil: first start, or no ledger).
     private(set) var previousRun: SeqLedger.Entry?
     /// Every seq up to this one is acknowledged or declared; written with each reservation.
     var settled: UInt64 = 0
-    private var reserved: UInt64 = 0
+    private var reserved: UInt64 = 0 { didSet { unsaved = true } }
     /// The highest seq the next start would count on from: reserved in the ledger or the state file, or held by the
     /// outbox on disk. An event with a higher seq must not be sent yet, or a crash now would have the next run send
     /// that seq again with another event (a disk refusing every write: a read-only remount, EIO). Without a state
@@ -29,10 +29,13 @@ struct DeviceState {
     /// Seqs reserved per ledger write.
     static let seqBlock: UInt64 = 64
     /// Events the full outbox gave up and no event has announced yet.
-    private(set) var drops: Drops?
+    private(set) var drops: Drops? { didSet { unsaved = true } }
     /// The event announcing earlier drops, until the broker acknowledges it.
-    private(set) var announcement: OutboxEntry?
+    private(set) var announcement: OutboxEntry? { didSet { unsaved = true } }
     private var saved: Stored?
+    /// Something the state file holds was set since it was last written (each of those properties says so when set):
+    /// `save()` runs after every batch, and this spares it building and comparing the whole state when nothing changed.
+    private var unsaved = true
     let path: String?
 
     struct Drops: Codable, Equatable {
@@ -187,7 +190,7 @@ struct DeviceState {
     }
 
     mutating func setLaneCounts(_ counts: [String: Int]) {
-        laneCounts = counts
+        if counts != laneCounts { laneCounts = counts }   // set after every batch: only a change is one to save
     }
 
     mutating func addDrops(_ seqs: [UInt64]) {
@@ -242,9 +245,14 @@ struct DeviceState {
 
     /// Writes the state if it changed (temp file, fsync, rename).
     mutating func save() {
+        guard unsaved else {
+            saveProblem = nil   // what is on disk is current
+            return
+        }
         let stored = Stored(boot: boot, seq: reserved, laneCounts: laneCounts, drops: drops, announcement: announcement)
         guard let path, stored != saved else {
-            saveProblem = nil   // what is on disk is current
+            unsaved = false
+            saveProblem = nil
             return
         }
         let encoder = JSONEncoder()
@@ -256,6 +264,7 @@ struct DeviceState {
             saveProblem = "cannot save the device state: \(error)"
         } else {
             saved = stored
+            unsaved = false
             durable = max(durable, stored.seq)
             saveFailures.ended(["path": path])
             saveProblem = nil

@@ -4,7 +4,7 @@
 /// away once they are as many as the capacity (at the next idle moment, see `compactionDue`). If the
 /// disk fails (full, read-only), events stay
 /// in memory and the failure is reported; nothing already accepted is lost while the agent runs.
-public struct DurableOutbox: Outbox {
+public final class DurableOutbox: Outbox {
     public let capacity: Int
     private var entries: [OutboxEntry]
     private let log: OutboxLog
@@ -28,7 +28,7 @@ public struct DurableOutbox: Outbox {
             throw UplinkError(.outbox, "cannot create outbox directory: \(problem)")
         }
         let (log, loaded) = try OutboxLog.open(path: directory + "/outbox.log")
-        var outbox = DurableOutbox(capacity: capacity, entries: loaded.entries, log: log,
+        let outbox = DurableOutbox(capacity: capacity, entries: loaded.entries, log: log,
                                    deadRecords: loaded.records - loaded.entries.count)
         var problems = loaded.problems
         outbox.lostAtOpen = loaded.lost
@@ -59,7 +59,7 @@ public struct DurableOutbox: Outbox {
     /// Group commit: the whole batch and the removals it forces reach the disk in one write with one
     /// sync, so the file never holds more than `capacity` pending events, even for an instant. An
     /// event of the batch that is given up at once is not written at all.
-    public mutating func append(_ batch: [OutboxEntry], sparing: Set<UInt64>) -> (dropped: [OutboxEntry], failure: UplinkError?) {
+    public func append(_ batch: [OutboxEntry], sparing: Set<UInt64>) -> (dropped: [OutboxEntry], failure: UplinkError?) {
         let dropped = OverflowPolicy.admit(batch, into: &entries, capacity: capacity, sparing: sparing)
         var removals: [OutboxEntry] = []
         var records = removalsUnwritten.map { OutboxLog.Record(del: $0) }
@@ -79,7 +79,7 @@ public struct DurableOutbox: Outbox {
 
     /// The event leaves; its removal record waits for the next write (see `removalsUnwritten`). While degraded
     /// nothing is kept for it: the rewrite that ends that state writes only what is still pending.
-    public mutating func remove(seq: UInt64) {
+    public func remove(seq: UInt64) {
         guard let i = entries.firstIndex(where: { $0.event.seq == seq }) else { return }
         entries.remove(at: i)
         if !degraded { removalsUnwritten.append(seq) }
@@ -95,7 +95,7 @@ public struct DurableOutbox: Outbox {
     /// Writes the removals waiting for a write, alone (not synced: lost in a crash they only mean events sent
     /// once more), or, degraded, tries to put everything on disk again. For a quiet moment after
     /// acknowledgements, a retry after a failed write, and the stop.
-    public mutating func writeChanges() -> UplinkError? {
+    public func writeChanges() -> UplinkError? {
         guard hasUnwrittenChanges else { return nil }
         // A compaction writes what is pending, and so the removals too.
         if compactionDue && !degraded { return compactNow() }
@@ -103,7 +103,7 @@ public struct DurableOutbox: Outbox {
         return finish(write { (log) throws(UplinkError) in try log.append(records, sync: false) }, dead: 2 * records.count)
     }
 
-    public mutating func replaceAll(_ replacement: [OutboxEntry]) -> UplinkError? {
+    public func replaceAll(_ replacement: [OutboxEntry]) -> UplinkError? {
         entries = replacement
         let outcome = write { (log) throws(UplinkError) in try log.rewrite(replacement) }
         let dead = -deadRecords   // the old file's records, all gone with it
@@ -119,7 +119,7 @@ public struct DurableOutbox: Outbox {
     }
 
     /// Runs a write; on failure the outbox is degraded (memory holds what the disk misses).
-    private mutating func write(_ body: (OutboxLog) throws(UplinkError) -> Void) -> Write {
+    private func write(_ body: (OutboxLog) throws(UplinkError) -> Void) -> Write {
         if degraded {
             // Put everything on disk again before anything else.
             do { try log.rewrite(entries) } catch { return .failed(error) }
@@ -138,7 +138,7 @@ public struct DurableOutbox: Outbox {
 
     /// After a write: what failed, or, once the write's records (the waiting removals among them) are in the file,
     /// the records it made dead counted.
-    private mutating func finish(_ outcome: Write, dead: Int) -> UplinkError? {
+    private func finish(_ outcome: Write, dead: Int) -> UplinkError? {
         switch outcome {
         case .failed(let failure):
             return failure
@@ -151,14 +151,14 @@ public struct DurableOutbox: Outbox {
     }
 
     /// Counts records made dead by a successful write, and compacts when they are many.
-    private mutating func settle(dead: Int) -> UplinkError? {
+    private func settle(dead: Int) -> UplinkError? {
         deadRecords += dead
         if deadRecords >= 2 * capacity { return compactNow() }
         if deadRecords >= capacity { compactionDue = true }
         return nil
     }
 
-    private mutating func compactNow() -> UplinkError? {
+    private func compactNow() -> UplinkError? {
         do { try compact() } catch {
             degraded = true
             compactionDue = false   // the rewrite that ends the degraded state compacts too
@@ -167,7 +167,7 @@ public struct DurableOutbox: Outbox {
         return nil
     }
 
-    private mutating func compact() throws(UplinkError) {
+    private func compact() throws(UplinkError) {
         try log.rewrite(entries)
         deadRecords = 0
         removalsUnwritten = []

@@ -2,8 +2,9 @@ import ParkWiseContract
 
 /// Events accepted but not yet acknowledged by the broker, oldest first. An event leaves only on
 /// its PUBACK. Bounded: when full, `OverflowPolicy` picks the event to give up, and the caller
-/// announces every drop (never a silent gap).
-public protocol Outbox {
+/// announces every drop (never a silent gap). A reference: the one outbox of a run, read after every input without
+/// copying it.
+public protocol Outbox: AnyObject {
     var capacity: Int { get }
     var count: Int { get }
     /// Oldest first.
@@ -12,23 +13,23 @@ public protocol Outbox {
     /// sync. Returns the events dropped to make room (not those in `sparing` unless nothing else is
     /// left; possibly some of the batch itself), and what failed if the batch could not be stored
     /// on disk (it is then kept in memory).
-    mutating func append(_ batch: [OutboxEntry], sparing: Set<UInt64>) -> (dropped: [OutboxEntry], failure: UplinkError?)
+    func append(_ batch: [OutboxEntry], sparing: Set<UInt64>) -> (dropped: [OutboxEntry], failure: UplinkError?)
     /// Removes the event with this sequence number after the broker acknowledged it. On disk the removal may wait
     /// for the next write (see `writeChanges`).
-    mutating func remove(seq: UInt64)
+    func remove(seq: UInt64)
     /// Something the disk does not have yet: removals waiting for the next write, (after a failed write) events
     /// held in memory only, or a compaction that is due. True until a write succeeds.
     var hasUnwrittenChanges: Bool { get }
     /// A compaction waits: `writeChanges()` is best called as soon as nothing else is to be done.
     var compactionDue: Bool { get }
     /// Writes down what `hasUnwrittenChanges` says waits; what failed, if it did.
-    mutating func writeChanges() -> UplinkError?
+    func writeChanges() -> UplinkError?
     /// Replaces every pending entry (same events, in the same order, e.g. with corrected times).
-    mutating func replaceAll(_ entries: [OutboxEntry]) -> UplinkError?
+    func replaceAll(_ entries: [OutboxEntry]) -> UplinkError?
 }
 
 /// The outbox held in memory only: lost with the process.
-public struct MemoryOutbox: Outbox {
+public final class MemoryOutbox: Outbox {
     public let capacity: Int
     private var events: [OutboxEntry] = []
 
@@ -37,27 +38,27 @@ public struct MemoryOutbox: Outbox {
     public var count: Int { events.count }
     public var pending: [OutboxEntry] { events }
 
-    public mutating func append(_ batch: [OutboxEntry], sparing: Set<UInt64>) -> (dropped: [OutboxEntry], failure: UplinkError?) {
+    public func append(_ batch: [OutboxEntry], sparing: Set<UInt64>) -> (dropped: [OutboxEntry], failure: UplinkError?) {
         (OverflowPolicy.admit(batch, into: &events, capacity: capacity, sparing: sparing), nil)
     }
 
-    public mutating func remove(seq: UInt64) {
+    public func remove(seq: UInt64) {
         if let i = events.firstIndex(where: { $0.event.seq == seq }) { events.remove(at: i) }
     }
 
-    public mutating func replaceAll(_ entries: [OutboxEntry]) -> UplinkError? {
+    public func replaceAll(_ entries: [OutboxEntry]) -> UplinkError? {
         events = entries
         return nil
     }
 
     public var hasUnwrittenChanges: Bool { false }
     public var compactionDue: Bool { false }
-    public mutating func writeChanges() -> UplinkError? { nil }
+    public func writeChanges() -> UplinkError? { nil }
 }
 
 extension Outbox {
     /// Stores one event, sparing nothing from the overflow policy.
-    public mutating func append(_ entry: OutboxEntry) -> (dropped: [OutboxEntry], failure: UplinkError?) {
+    public func append(_ entry: OutboxEntry) -> (dropped: [OutboxEntry], failure: UplinkError?) {
         append([entry], sparing: [])
     }
 }
