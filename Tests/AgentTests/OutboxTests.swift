@@ -217,6 +217,9 @@ func pendingOnDisk(_ path: String) -> (pending: [UInt64], records: Int) {
         #expect(aside.count == 1)
         #expect(try Data(contentsOf: URL(fileURLWithPath: dir + "/" + aside[0])) == Data(bytes), "kept whole")
         #expect(pendingOnDisk(log).pending == [1, 2, 4])
+        // The new file says what the damage took, so a crash before the caller saves it elsewhere still declares it.
+        let (again, _) = try DurableOutbox.open(directory: dir, capacity: 200)
+        #expect(again.lostAtOpen == [3...3])
     }
 
     @Test func neverMoreThanCapacityPendingOnDiskAndDropsAreSaid() throws {

@@ -48,6 +48,7 @@ public final class DurableOutbox: Outbox {
             problems.append("outbox held \(outbox.entries.count + trimmed.count) events for a capacity of \(capacity): "
                             + "\(trimmed.count) dropped and declared")
             outbox.lostAtOpen += trimmed.map { $0...$0 }
+            outbox.keep(dropped: trimmed)
             try outbox.compact()
         }
         return (outbox, problems)

@@ -111,15 +111,17 @@ final class OutboxLog {
         let fd = Glibc.open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o640)
         guard fd >= 0 else { throw UplinkError(.outbox, "cannot open outbox file \(path): \(DurableFile.errnoText())") }
         let log = OutboxLog(path: path, fd: fd, highest: parsed.highest, size: off_t(parsed.goodEnd), reserved: reserved)
+        // What the damage took is kept in the new file as drop records too: the damaged one is aside now, and a crash
+        // before the device state saves these seqs must not make them a silent gap.
+        let drops = parsed.drops + parsed.lost
         if parsed.damaged {
             // Start the new file with what was recovered from the damaged one.
-            try log.rewrite(entries, drops: parsed.drops)
-            records = entries.count + parsed.drops.count + 1
+            try log.rewrite(entries, drops: drops)
+            records = entries.count + drops.count + 1
         }
         DurableFile.syncDirectory(of: path)
-        let lost = (parsed.lost + parsed.drops).sorted { $0.lowerBound < $1.lowerBound }
-        return (log, Loaded(entries: entries, records: records, highest: parsed.highest, lost: lost, drops: parsed.drops,
-                            problems: problems))
+        return (log, Loaded(entries: entries, records: records, highest: parsed.highest,
+                            lost: drops.sorted { $0.lowerBound < $1.lowerBound }, drops: drops, problems: problems))
     }
 
     /// Appends records; with `sync`, they are on disk when this returns.
