@@ -56,6 +56,13 @@ import Testing
         #expect(found.count == 1, "\(found.map(\.description))")
     }
 
+    /// `user:pass@host` would have been taken as a host name (a lookup that never resolves, "broker unreachable").
+    @Test func aBrokerAddressWithAPasswordIsRefusedWithWhereItGoes() {
+        let found = issues(minimal + "\nmqtt: { brokers: [\"mqtt://gate:secret@10.0.0.5:1883\"] }\n")
+        #expect(found.map(\.message) == ["'mqtt://gate:secret@10.0.0.5:1883' is not a broker address"])
+        #expect(found.first?.hint?.contains("mqtt.credentials") == true, "\(found.map(\.description))")
+    }
+
     @Test func aMistypedTLSBrokerIsOneIssueNotAlsoTLSWithoutBroker() {
         let found = issues(minimal + "\nmqtt: { brokers: [\"mqtts//10.0.0.5:8883\"], tls: { ca: /etc/ca.pem } }\n")
         #expect(found.map(\.message) == ["'mqtts//10.0.0.5:8883' is not a broker address"])

@@ -71,7 +71,9 @@ public struct ConfigReader {
                 if let broker = BrokerAddress.parse(text) { brokers.append(broker) } else {
                     brokersRead = false
                     report(item.mark, "'\(text)' is not a broker address",
-                           hint: "write mqtt://HOST:PORT, or mqtts://HOST:PORT for TLS (e.g. mqtt://10.0.0.5:1883)")
+                           hint: text.contains("@")
+                               ? "write mqtt://HOST:PORT without a user name or password: they go in the file mqtt.credentials names"
+                               : "write mqtt://HOST:PORT, or mqtts://HOST:PORT for TLS (e.g. mqtt://10.0.0.5:1883)")
                 }
             }
             if items.isEmpty && !list.isCollectionOfOtherKind {
