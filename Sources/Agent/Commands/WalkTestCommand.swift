@@ -19,7 +19,8 @@ enum WalkTestCommand {
         (another input changed: both named), polarity (active at rest: `active_low`), loops_swapped (loop b
         before loop a on the way in), bouncy (far more edges than a clean change within the filter window), or
         skipped. Keys: s skip, r retry (the current step, or the last one judged), q quit; from a pipe, one word
-        per line (skip, retry, quit). The report (JSON, and text beside it as .txt) is saved after every verdict;
+        per line (skip, retry, quit). The report (JSON, and text beside it as .txt) is saved after every verdict
+        (a report path it cannot write stops it before the first step);
         run again with the same --report to resume with the steps not yet walked (or skipped). Reads the lines
         itself: stop the agent service first. Exit 0 when every step is confirmed, 1 otherwise, 78 on a bad config.
         """,
@@ -51,6 +52,12 @@ enum WalkTestCommand {
             previous = report.results
         case .success(nil):
             break
+        }
+        if let problem = WalkReport.probe(path: reportPath) {
+            printError("error: cannot write the report \(reportPath) as \(HostChecks.userName()): \(problem)\n"
+                       + "    hint: give --report a path that user may write, e.g. /var/lib/parkwise-agent/walk-\(config.device).json "
+                       + "(the service's state directory, for sudo -u parkwise) or /tmp/walk-\(config.device).json")
+            return ExitCode.failure
         }
         if let from = args.option("from"), !WalkStep.all(of: config).contains(where: { $0.id == from }) {
             printError(UsageError(command: spec, message: "'\(from)' is no spot or lane of \(configPath)").text)
