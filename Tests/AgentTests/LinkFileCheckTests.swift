@@ -71,8 +71,9 @@ import TestSupport
     /// A key the agent would ignore is a password it never sends: refused at its line, with what was meant.
     @Test func anUnknownKeyInTheCredentialsFileIsAnErrorAtItsLine() throws {
         let (path, secrets) = try withCredentials("# p2-east's login\nusername=p2-east\npass=hunter2\nnot a key\n")
-        for command in [["check-config", path], ["run", "--config", path]] {
-            let r = try runAgent(command)
+        let outbox = temporaryDirectory().path   // should run start after all, not in this machine's /var/lib
+        for command in [["check-config", path], ["run", "--config", path, "--outbox", outbox]] {
+            let r = try runAgent(command, timeout: 10)
             #expect(r.code == 78, "\(command[0]): \(r.err)")
             #expect(r.err.contains("\(path):4:"), "\(r.err)")
             #expect(r.err.contains("error: credentials file \(secrets):3: unknown key 'pass' (and 1 more problem in the file)"), "\(r.err)")
