@@ -53,12 +53,6 @@ enum WalkTestCommand {
         case .success(nil):
             break
         }
-        if let problem = WalkReport.probe(path: reportPath) {
-            printError("error: cannot write the report \(reportPath) as \(HostChecks.userName()): \(problem)\n"
-                       + "    hint: give --report a path that user may write, e.g. /var/lib/parkwise-agent/walk-\(config.device).json "
-                       + "(the service's state directory, for sudo -u parkwise) or /tmp/walk-\(config.device).json")
-            return ExitCode.failure
-        }
         if let from = args.option("from"), !WalkStep.all(of: config).contains(where: { $0.id == from }) {
             printError(UsageError(command: spec, message: "'\(from)' is no spot or lane of \(configPath)").text)
             return ExitCode.usage
@@ -76,6 +70,12 @@ enum WalkTestCommand {
                            + "(`parkwise-agent doctor` checks a running service without stopping it)")
                 return ExitCode.failure
             }
+        }
+        if let problem = WalkReport.probe(path: reportPath) {
+            printError("error: cannot write the report \(reportPath) as \(HostChecks.userName()): \(problem)\n"
+                       + "    hint: give --report a path that user may write, e.g. /var/lib/parkwise-agent/walk-\(config.device).json "
+                       + "(the service's state directory, for sudo -u parkwise) or /tmp/walk-\(config.device).json")
+            return ExitCode.failure
         }
         let opened = SourceChoice.open(args, config: config, command: spec)
         guard case .opened(var source, let clock) = opened else { return opened.exitCode }
