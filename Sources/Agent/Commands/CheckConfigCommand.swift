@@ -6,7 +6,13 @@ import Uplink
 enum CheckConfigCommand {
     static let spec = CommandSpec(
         name: "check-config", abstract: "Check a config file and list every problem in it.",
-        discussion: "Prints each problem as FILE:LINE:COL with a hint, all at once, then checks the credentials and\nTLS files it names as `run` would, and that the credentials' username is the device id (the broker's ACL\nneeds it). Run as root, it also checks that the service's user (parkwise, or $PARKWISE_AGENT_USER) may read\nthe config and those files. Exit 0 when the file is valid, 78 when it is not.",
+        discussion: """
+            Prints each problem as FILE:LINE:COL with a hint, all at once, then checks the credentials and
+            TLS files it names as `run` would, and that the credentials' username is the device id (the
+            broker's ACL needs it). Run as root, it also checks that the service's user (parkwise, or
+            $PARKWISE_AGENT_USER) may read the config and those files. Exit 0 when the file is valid, 78
+            when it is not.
+            """,
         arguments: [.init(name: "file", help: "The config file to check (YAML).")])
 
     static func run(_ args: ParsedArguments) -> Int32 {

@@ -20,9 +20,9 @@ enum WalkTestCommand {
         before loop a on the way in), bouncy (far more edges than a clean change within the filter window), or
         skipped. Keys: s skip, r retry (the current step, or the last one judged), q quit; from a pipe, one word
         per line (skip, retry, quit). The report (JSON, and text beside it as .txt) is saved after every verdict
-        (a report path it cannot write stops it before the first step);
-        run again with the same --report to resume with the steps not yet walked (or skipped). Reads the lines
-        itself: stop the agent service first. Exit 0 when every step is confirmed, 1 otherwise, 78 on a bad config.
+        (a path it cannot write stops it before the first step); run again with the same --report to resume
+        with the steps not yet walked (or skipped). Reads the lines itself: stop the agent service first.
+        Exit 0 when every step is confirmed, 1 otherwise, 78 on a bad config.
         """,
         options: [
             .init(name: "config", value: "file", help: "The config file (YAML).", required: true),
