@@ -89,6 +89,12 @@ import TestSupport
         #expect(r.code == 78, "\(r.err)")
         #expect(r.err.contains("error: credentials file \(secrets) has username=p3-west but the config's device is 'p2-east'"), "\(r.err)")
         #expect(r.err.contains("hint: the broker's ACL needs the device id as username: username=p2-east"))
+        // `run` goes on (a site may have its own ACL) but says it.
+        let agent = try Child(agentBinary, ["run", "--config", path, "--replay", try writeTrace(temporaryDirectory(), ""),
+                                            "--outbox", temporaryDirectory().path])
+        #expect(eventually(10) { agent.stderr.contains("credentials username is not the device id") }, "\(agent.stderr)")
+        agent.signal(SIGTERM)
+        #expect(agent.wait(10) == 0)
     }
 
     /// check-config as root (the postinst's command): root reads anything, the service's user may not. The user is
