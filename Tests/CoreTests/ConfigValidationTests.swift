@@ -30,6 +30,13 @@ import Testing
         for issue in found { #expect(issue.hint?.isEmpty == false, "no hint: \(issue.description)") }
     }
 
+    /// The package installs its example with `device: ""`: refused, saying what goes there.
+    @Test func anEmptyDeviceIdIsRefusedWithWhatGoesThere() {
+        let found = issues(minimal.replacingOccurrences(of: "device: p2-east", with: "device: \"\""))
+        #expect(found.map(\.message) == ["device is empty"])
+        #expect(found.first?.hint?.contains("unique within its site") == true)
+    }
+
     @Test func trueAndFalseInAnyCaseAreBooleans() throws {
         let config = try parse(minimal.replacingOccurrences(of: "delayed_on: 5s, delayed_off: 10s", with: "active_low: True"))
         #expect(config.spots.first?.input.activeLow == true)

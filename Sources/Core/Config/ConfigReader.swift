@@ -452,7 +452,13 @@ public struct ConfigReader {
     /// Ids become MQTT topic levels: letters, digits, '-', '_' and '.'.
     mutating func topicName(_ node: ConfigNode?, what: String) -> String? {
         guard let node, let text = string(node, what: what) else { return nil }
-        let ok = !text.isEmpty && text.unicodeScalars.allSatisfy {
+        if text.isEmpty {
+            report(node.mark, "\(what) is empty",
+                   hint: what == "device" ? "write this board's id, unique within its site (e.g. lot-b-gate): two boards with one id "
+                       + "mix their events" : "write it (letters, digits, '-', '_' and '.')")
+            return nil
+        }
+        let ok = text.unicodeScalars.allSatisfy {
             (("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0)
              || $0 == "-" || $0 == "_" || $0 == ".")
         }
