@@ -233,6 +233,28 @@ import TestSupport
         #expect(fixture.query("SELECT payload->>'clock' FROM sensor_events") == "corrected")
         #expect(fixture.query("SELECT count(*) FROM sensor_events") == "1")
     }
+
+    /// Both copies in one batch (sent while the bridge was down, kept by its persistent session): the spot's times
+    /// are the corrected ones.
+    @Test func anUnsyncedEventAndItsCorrectionInOneBatchLeaveTheCorrectedTime() throws {
+        let fixture = try BridgeFixture()
+        var bridge = try fixture.startBridge()
+        var device = FakeDevice(fixture.broker)
+        device.online()
+        device.event("spot.occupied", #""spot":"P2-A-21","level":"P2""#)
+        #expect(fixture.waitFor("SELECT count(*) FROM sensor_events", "1"))
+        bridge.signal(SIGKILL)
+        _ = bridge.wait(5)
+        let wrong = wireTime(-200), right = wireTime(-100)
+        let unsynced = device.stamp("spot.vacated", at: wrong, clock: "unsynced", #""spot":"P2-A-21","level":"P2""#)
+        device.send("events", unsynced)
+        device.send("events", unsynced.replacingOccurrences(of: #""clock":"unsynced""#, with: #""clock":"corrected""#)
+            .replacingOccurrences(of: wrong, with: right))
+        bridge = try fixture.startBridge()
+        #expect(fixture.waitFor("SELECT payload->>'clock' FROM sensor_events WHERE seq = 2", "corrected"), "\(bridge.stderr)")
+        #expect(fixture.waitFor("SELECT (extract(epoch FROM since) * 1000)::bigint::text FROM sensor_spots WHERE spot_id = 'P2-A-21'",
+                                epochMs(fixture, "'\(right)'::timestamptz")), "\(bridge.stderr)")
+    }
 }
 
 /// With a shared subscription a bridge may see seq 5 while seq 4 is in another bridge's batch: a

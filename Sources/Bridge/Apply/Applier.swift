@@ -58,7 +58,12 @@ final class Applier {
                         try apply(key, event, json: json)
                     } else {
                         outcome.duplicates += 1
-                        if event.clock == "corrected" { try correct(key, event, json: json) }
+                        if event.clock == "corrected" {
+                            // Its unsynced copy may be in this batch, its spot write not flushed yet: flushed first,
+                            // so the re-dating below finds the times it corrects.
+                            try flushSpots()
+                            try correct(key, event, json: json)
+                        }
                     }
                 case .spot(let key, let id, let state):
                     outcome.applied += 1
