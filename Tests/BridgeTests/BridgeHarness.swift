@@ -52,6 +52,19 @@ final class BridgeFixture {
         return child
     }
 
+    /// A device whose first event (`spot` occupied) the bridge applied before it was killed (no goodbye): its persistent
+    /// session keeps what the device sends next, for the next `startBridge`.
+    func deviceSeenByAKilledBridge(spot: String, level: String) throws -> FakeDevice {
+        let bridge = try startBridge()
+        var device = FakeDevice(broker)
+        device.online()
+        device.event("spot.occupied", #""spot":"\#(spot)","level":"\#(level)""#)
+        guard waitFor("SELECT count(*) FROM sensor_events", "1") else { throw HarnessError("first event not applied: \(bridge.stderr)") }
+        bridge.signal(SIGKILL)
+        _ = bridge.wait(5)
+        return device
+    }
+
     @discardableResult
     func query(_ sql: String) -> String {
         (try? cluster.sql(sql, database: database)) ?? "<query failed>"

@@ -238,19 +238,13 @@ import TestSupport
     /// are the corrected ones.
     @Test func anUnsyncedEventAndItsCorrectionInOneBatchLeaveTheCorrectedTime() throws {
         let fixture = try BridgeFixture()
-        var bridge = try fixture.startBridge()
-        var device = FakeDevice(fixture.broker)
-        device.online()
-        device.event("spot.occupied", #""spot":"P2-A-21","level":"P2""#)
-        #expect(fixture.waitFor("SELECT count(*) FROM sensor_events", "1"))
-        bridge.signal(SIGKILL)
-        _ = bridge.wait(5)
+        var device = try fixture.deviceSeenByAKilledBridge(spot: "P2-A-21", level: "P2")
         let wrong = wireTime(-200), right = wireTime(-100)
         let unsynced = device.stamp("spot.vacated", at: wrong, clock: "unsynced", #""spot":"P2-A-21","level":"P2""#)
         device.send("events", unsynced)
         device.send("events", unsynced.replacingOccurrences(of: #""clock":"unsynced""#, with: #""clock":"corrected""#)
             .replacingOccurrences(of: wrong, with: right))
-        bridge = try fixture.startBridge()
+        let bridge = try fixture.startBridge()
         #expect(fixture.waitFor("SELECT payload->>'clock' FROM sensor_events WHERE seq = 2", "corrected"), "\(bridge.stderr)")
         #expect(fixture.waitFor("SELECT (extract(epoch FROM since) * 1000)::bigint::text FROM sensor_spots WHERE spot_id = 'P2-A-21'",
                                 epochMs(fixture, "'\(right)'::timestamptz")), "\(bridge.stderr)")

@@ -39,16 +39,10 @@ import TestSupport
     /// back, it applies all of it, once.
     @Test func aKilledBridgeGetsWhatWasSentWhileItWasDown() throws {
         let fixture = try BridgeFixture()
-        var bridge = try fixture.startBridge()
-        var device = FakeDevice(fixture.broker)
-        device.online()
-        device.event("spot.occupied", #""spot":"P3-A-01","level":"P3""#)
-        #expect(fixture.waitFor("SELECT count(*) FROM sensor_events", "1"))
-        bridge.signal(SIGKILL)
-        _ = bridge.wait(5)
+        var device = try fixture.deviceSeenByAKilledBridge(spot: "P3-A-01", level: "P3")
         for n in 2...9 { device.event("spot.occupied", #""spot":"P3-A-0\#(n)","level":"P3""#) }
         device.spot("P3-A-09", "occupied", since: wireTime())
-        bridge = try fixture.startBridge()
+        let bridge = try fixture.startBridge()
         #expect(fixture.waitFor("SELECT count(*) FROM sensor_events", "9"), "\(bridge.stderr)")
         #expect(fixture.waitFor("SELECT count(*) FROM spots WHERE source = 'sensor' AND status = 'occupied'", "9"))
         #expect(fixture.query("SELECT last_seq FROM sensor_devices") == "9")
