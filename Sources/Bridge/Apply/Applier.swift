@@ -20,9 +20,10 @@ final class Applier {
     private(set) var knownSpots: Set<String> = []
     /// Unknown spot ids already logged (each is still counted in sensor_unknown_spots).
     private var reportedUnknown: Set<String> = []
-    /// The storage fault each device's status last said, so that a change is logged once.
-    private var storageFaults: [DeviceKey: String] = [:]
     // Per batch.
+    /// What the batch has to say, logged once it commits: a batch rolled back (then retried, or skipped) says nothing
+    /// it did not do, and a retry does not say it twice.
+    private var saidOnCommit: [() -> Void] = []
     private var cursors: [DeviceKey: DeviceCursor] = [:]
     private var spots = SpotWrites()
     private var levels: [String: (DeviceKey, String, LevelStatePayload)] = [:]
@@ -46,6 +47,7 @@ final class Applier {
         touchedDevices = []
         spots.removeAll()
         levels = [:]
+        saidOnCommit = []
         try db.transaction { _ throws(PostgresError) in
             let fresh = try insertEvents(messages)
             try lockDevices(messages)
@@ -81,8 +83,12 @@ final class Applier {
             try writeCursors()
             try reassert(all: false)
         }
+        for line in saidOnCommit { line() }
+        saidOnCommit = []
         return outcome
     }
+
+    private func onCommit(_ line: @escaping () -> Void) { saidOnCommit.append(line) }
 
     // MARK: - Events and devices, once per batch
 
@@ -140,23 +146,23 @@ final class Applier {
         }
         if boot < cursor.boot {
             // A boot that went down: the device lost its state directory and counts seqs from 1 again.
-            Log.warn("device restarted its counters, rebuilding from its retained states",
-                     ["device": key, "boot": boot, "was": cursor.boot])
+            onCommit { Log.warn("device restarted its counters, rebuilding from its retained states",
+                     ["device": key, "boot": boot, "was": cursor.boot]) }
             try flushSpots()
             try db.query(SQL.resetSpotOrder, [key.site, key.device])
             cursor = DeviceCursor(boot: boot, lastSeq: 0)
         }
         cursor.boot = boot
         cursors[key] = cursor
-        if status.storageFault != storageFaults[key] {
+        // The fault the database held before (another bridge's, or this one's before a restart): a change is logged.
+        let before = try db.query(SQL.online, [key.site, key.device, status.mode, status.since, status.storageFault]).first
+        if let before, before[0] != status.storageFault {
             if let fault = status.storageFault {
-                Log.warn("device reports a storage fault", ["device": key, "fault": fault])
-            } else if storageFaults[key] != nil {
-                Log.info("device storage works again", ["device": key])
+                onCommit { Log.warn("device reports a storage fault", ["device": key, "fault": fault]) }
+            } else {
+                onCommit { Log.info("device storage works again", ["device": key]) }
             }
-            storageFaults[key] = status.storageFault
         }
-        try db.query(SQL.online, [key.site, key.device, status.mode, status.since, status.storageFault])
     }
 
     private func apply(_ key: DeviceKey, _ event: EventPayload, json: String) throws(PostgresError) {
@@ -193,8 +199,8 @@ final class Applier {
             try db.query(SQL.telemetry, ["device." + event.type, json, key.site, key.device])
         case "outbox.dropped":
             let first = event.firstSeq ?? 0, last = event.lastSeq ?? 0
-            Log.warn("device declared lost events, reconciling from its retained states",
-                     ["device": key, "dropped": event.dropped ?? 0, "first_seq": first, "last_seq": last])
+            onCommit { Log.warn("device declared lost events, reconciling from its retained states",
+                     ["device": key, "dropped": event.dropped ?? 0, "first_seq": first, "last_seq": last]) }
             try db.query(SQL.insertGap, [key.site, key.device, String(first), String(last), "true", event.dropped.map(String.init)])
             try db.query(SQL.telemetry, ["device." + event.type, json, key.site, key.device])
             outcome.rebirth.insert(key)
@@ -209,7 +215,7 @@ final class Applier {
     private func correct(_ key: DeviceKey, _ event: EventPayload, json: String) throws(PostgresError) {
         guard let text = try db.query(SQL.correctEvent, [event.id, event.at, json]).first?[0],
               let old = WireJSON.decode(EventPayload.self, from: Array(text.utf8)), let spot = event.spot else { return }
-        Log.info("event re-dated by the device's corrected clock", ["device": key, "seq": event.seq, "type": event.type])
+        onCommit { Log.info("event re-dated by the device's corrected clock", ["device": key, "seq": event.seq, "type": event.type]) }
         func redate(_ sql: String, _ before: String?, _ after: String?) throws(PostgresError) {
             guard let before, let after, before != after else { return }
             try db.query(sql, [spot, before, after, String(event.seq)])
@@ -232,7 +238,8 @@ final class Applier {
     private func checkOrder(_ key: DeviceKey, _ event: EventPayload) throws(PostgresError) {
         var cursor = cursors[key] ?? DeviceCursor(boot: 0, lastSeq: 0)
         if cursor.lastSeq > 0 && event.seq > cursor.lastSeq + 1 {
-            Log.info("seq jump, checked again in a moment", ["device": key, "after_seq": cursor.lastSeq, "got_seq": event.seq])
+            let after = cursor.lastSeq
+            onCommit { Log.info("seq jump, checked again in a moment", ["device": key, "after_seq": after, "got_seq": event.seq]) }
             // Checked by the sweep before a rebirth: with a shared subscription the missing seqs may be
             // in another bridge's batch.
             try db.query(SQL.insertGap, [key.site, key.device, String(cursor.lastSeq + 1), String(event.seq - 1), "false", nil])
@@ -246,8 +253,10 @@ final class Applier {
     private func sensed(_ key: DeviceKey, _ spot: String, state: String, since: String?, checkedIn: Bool,
                         seq: UInt64, isState: Bool) throws(PostgresError) {
         guard knownSpots.contains(spot) else {
-            if reportedUnknown.insert(spot).inserted {
-                Log.warn("spot unknown to ParkWise, recorded, not applied", ["device": key, "spot": spot])
+            if !reportedUnknown.contains(spot) {
+                onCommit { [self] in
+                    if reportedUnknown.insert(spot).inserted { Log.warn("spot unknown to ParkWise, recorded, not applied", ["device": key, "spot": spot]) }
+                }
             }
             try db.query(SQL.unknownSpot, [key.site, key.device, spot])
             return

@@ -24,10 +24,13 @@ enum SQL {
         WHERE d.site = w.site AND d.device = w.device AND (d.boot, d.last_seq) IS DISTINCT FROM (w.boot, w.last_seq)
         """
 
+    /// Returns the storage fault the row held before (the row is locked by the batch already).
     static let online = """
-        UPDATE sensor_devices SET online = true, mode = $3, online_since = $4::timestamptz, offline_since = NULL,
+        UPDATE sensor_devices d SET online = true, mode = $3, online_since = $4::timestamptz, offline_since = NULL,
           stale = false, storage_fault = $5, updated_at = now()
-        WHERE site = $1 AND device = $2
+        FROM (SELECT storage_fault FROM sensor_devices WHERE site = $1 AND device = $2) AS before
+        WHERE d.site = $1 AND d.device = $2
+        RETURNING before.storage_fault
         """
 
     static let offline = """
