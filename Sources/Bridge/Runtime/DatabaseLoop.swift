@@ -124,7 +124,7 @@ struct DatabaseLoop {
     private mutating func isolate(_ applier: Applier, _ error: PostgresError) {
         Log.warn("batch rejected, applying its messages one by one", ["error": error, "messages": pending.count])
         for (i, message) in pending.enumerated() {
-            do { _ = try applier.apply([message]) } catch {
+            do { for key in try applier.apply([message]).rebirth { runtime.rebirth(key) } } catch {
                 guard error.isDataError && applier.db.isOK else {
                     pending = Array(pending[i...])
                     pendingReceived = Array(pendingReceived.suffix(pending.count))
@@ -173,11 +173,11 @@ struct DatabaseLoop {
     private mutating func logSession(_ db: PostgresConnection) {
         let idle = (try? db.query("SELECT current_setting('idle_in_transaction_session_timeout')"))?.first?[0]
         defer { sessionLogged = true }
-        Log.log(sessionLogged ? .debug : .info, "database session", ["keepalives_idle_s": db.option("keepalives_idle") ?? "-",
-                                      "keepalives_interval_s": db.option("keepalives_interval") ?? "-",
-                                      "keepalives_count": db.option("keepalives_count") ?? "-",
-                                      "tcp_user_timeout_ms": db.option("tcp_user_timeout") ?? "-",
-                                      "idle_in_transaction_session_timeout": idle ?? "-"])
+        Log.log(sessionLogged ? .debug : .info, "database session", [
+            "keepalives_idle_s": db.option("keepalives_idle") ?? "-", "keepalives_interval_s": db.option("keepalives_interval") ?? "-",
+            "keepalives_count": db.option("keepalives_count") ?? "-", "tcp_user_timeout_ms": db.option("tcp_user_timeout") ?? "-",
+            "idle_in_transaction_session_timeout": idle ?? "-",
+        ])
     }
 
     /// Every `reassert_every`: devices offline too long leave the free count, the sensors' view is
