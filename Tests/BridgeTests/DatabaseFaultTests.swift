@@ -72,6 +72,22 @@ import TestSupport
         #expect(fixture.waitFor("SELECT status FROM spots WHERE id = 'P1-B-06'", "occupied"), "\(bridge.stderr)")
     }
 
+    /// The other way round: a message whose data the database refuses (a time PostgreSQL cannot
+    /// read: SQLSTATE 22008) is skipped, said so, and holds up neither the rest nor the bridge.
+    @Test func aMessageWhoseDataTheDatabaseRefusesIsSkippedAlone() throws {
+        let fixture = try BridgeFixture()
+        let bridge = try fixture.startBridge()
+        var device = FakeDevice(fixture.broker)
+        device.online()
+        device.event("spot.occupied", #""spot":"P1-C-01","level":"P1""#)
+        device.event("spot.occupied", at: "2026-13-45T99:00:00Z", #""spot":"P1-C-02","level":"P1""#)
+        device.event("spot.occupied", #""spot":"P1-C-03","level":"P1""#)
+        #expect(fixture.waitFor("SELECT string_agg(seq::text, ',' ORDER BY seq) FROM sensor_events", "1,3"), "\(bridge.stderr)")
+        #expect(eventually(5) { bridge.stderr.contains("message cannot be applied, skipped") }, "\(bridge.stderr)")
+        #expect(bridge.stderr.contains("SQLSTATE 22"))
+        #expect(!bridge.stderr.contains("database unavailable"), "\(bridge.stderr)")
+    }
+
     /// The bridge's session has the keepalives (its socket's keepalive timer runs on seconds, not on
     /// the system's 2 hours) and the idle-transaction timeout; what the URL sets wins.
     @Test func theSessionDetectsADeadLinkAndEndsOrphanedTransactions() throws {
