@@ -48,7 +48,7 @@ public final class GPIOBoard: Sendable {
             let target = try resolver.resolve(input)
             let key = "\(target.chip.name):\(target.offset)"
             if let first = claimed[key] {
-                throw GPIOError(code: .lineBusy,
+                throw GPIOError(code: .lineShared,
                                 message: "\(input.owner) (\(input.ref), config line \(input.mark.line)) and \(first.owner) "
                                     + "(\(first.ref), config line \(first.mark.line)) are the same line, \(target.place); "
                                     + "each sensor needs its own line, check the wiring plan")
@@ -73,19 +73,22 @@ public final class GPIOBoard: Sendable {
             return try target.chip.requestBothEdges(offset: target.offset, consumer: consumer,
                                                     activeLow: input.activeLow, bias: input.bias)
         } catch {
-            throw requestError(error, target, input, consumer: consumer)
+            throw requestError(error, target, input)
         }
     }
 
-    private static func requestError(_ failure: RequestFailure, _ target: ResolvedLine, _ input: InputConfig,
-                                     consumer: String) -> GPIOError {
+    private static func requestError(_ failure: RequestFailure, _ target: ResolvedLine, _ input: InputConfig) -> GPIOError {
         let what = "\(input.ref) (\(target.place)) for \(input.owner), config line \(input.mark.line)"
         let number = failure.errno
         switch number {
         case EBUSY:
             let holder: String
-            if let name = failure.holder, name == consumer {
-                holder = "'\(name)': another parkwise-agent is running; stop it first (systemctl stop parkwise-agent)"
+            if let name = failure.holder, name == "parkwise-agent" {
+                holder = "'\(name)': the agent is running (the service, or a `run` by hand); stop it first "
+                    + "(systemctl stop parkwise-agent)"
+            } else if let name = failure.holder, name.hasPrefix("parkwise-") {
+                holder = "'\(name)': `parkwise-agent \(name.dropFirst("parkwise-".count))` is running (a technician's "
+                    + "tool); finish it first"
             } else if let name = failure.holder {
                 holder = "'\(name)'. Stop that program, or remove the dtoverlay or driver that claims the line "
                     + "(/boot/firmware/config.txt), or wire the sensor to a free line"

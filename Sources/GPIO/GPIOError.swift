@@ -3,8 +3,13 @@ import Glibc
 /// Why the board's GPIO lines could not be used, written for the person standing at the cabinet.
 public struct GPIOError: Error, Sendable, CustomStringConvertible {
     public enum Code: String, Sendable {
-        case chipNotFound, lineNotFound, lineBusy, permissionDenied, requestFailed, boardUnknown
+        case chipNotFound, lineNotFound, lineBusy, lineShared, permissionDenied, requestFailed, boardUnknown
     }
+
+    /// A problem that can pass without anyone changing the config: a chip not probed yet at boot (an I2C expander),
+    /// a line another program holds for now, the gpio group's access not applied yet by udev. The agent exits 1 for
+    /// these, so systemd starts it again; 78 for the rest (the config or the board must be fixed).
+    public var mayPassByItself: Bool { code == .chipNotFound || code == .lineBusy || code == .permissionDenied }
 
     public var code: Code
     /// What happened and what to do about it.

@@ -258,6 +258,15 @@ func acceptedEvents(_ path: String) -> [Int: String] {
 @Suite(.serialized) struct DiskFaultTests {
     let prefix = "parkwise/v1/testsite/busy"
 
+    /// A first run that stores six events with no broker to take them, and stops cleanly.
+    func leaveSixPendingEvents(_ dir: URL, config: String, outbox: String) throws {
+        let first = try Child(agentBinary, ["run", "--config", config, "--replay", try busyTrace(dir, count: 6).path,
+                                            "--broker", "mqtt://127.0.0.1:\(freePort())", "--outbox", outbox])
+        #expect(eventually(10) { first.stderr.contains("trace finished") })
+        first.signal(SIGTERM)
+        #expect(first.wait(10) == 0)
+    }
+
     /// A damaged outbox at start: the agent keeps running, keeps the file aside, says so with a
     /// fault event, delivers every event it could read (reading on past the damage), and declares
     /// the one record the damage took: every seq arrives or is declared dropped.
@@ -265,11 +274,7 @@ func acceptedEvents(_ path: String) -> [Int: String] {
         let dir = temporaryDirectory()
         let config = try writeBusyGarage(dir)
         let outbox = dir.path + "/outbox"
-        let first = try Child(agentBinary, ["run", "--config", config, "--replay", try busyTrace(dir, count: 6).path,
-                                            "--broker", "mqtt://127.0.0.1:\(freePort())", "--outbox", outbox])
-        #expect(eventually(10) { first.stderr.contains("trace finished") })
-        first.signal(SIGTERM)
-        #expect(first.wait(10) == 0)
+        try leaveSixPendingEvents(dir, config: config, outbox: outbox)
         let log = outbox + "/outbox.log"
         var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: log)))
         #expect(pendingOnDisk(log).pending == [1, 2, 3, 4, 5, 6])
@@ -296,6 +301,32 @@ func acceptedEvents(_ path: String) -> [Int: String] {
         #expect(second.stderr.contains("outbox repaired at start"))
         let aside = try FileManager.default.contentsOfDirectory(atPath: outbox).filter { $0.hasPrefix("outbox.log.corrupt-") }
         #expect(aside.count == 1)
+        second.signal(SIGTERM)
+        #expect(second.wait(10) == 0)
+        subscriber.stop()
+    }
+
+    /// The outbox file cannot be opened at all at the next start (here: a directory where it should be): the agent
+    /// runs on with an outbox in memory, and the last run's pending events, unreadable now, are declared dropped.
+    @Test func anOutboxThatCannotBeOpenedDeclaresTheLastRunsPendingEvents() throws {
+        let dir = temporaryDirectory()
+        let config = try writeBusyGarage(dir)
+        let outbox = dir.path + "/outbox"
+        try leaveSixPendingEvents(dir, config: config, outbox: outbox)
+        #expect(pendingOnDisk(outbox + "/outbox.log").pending == [1, 2, 3, 4, 5, 6])
+        try FileManager.default.moveItem(atPath: outbox + "/outbox.log", toPath: dir.path + "/outbox.log.away")
+        try FileManager.default.createDirectory(atPath: outbox + "/outbox.log", withIntermediateDirectories: false)
+
+        let broker = try Broker()
+        let subscriber = try Subscriber(broker)
+        try subscriber.listen()
+        let second = try Child(agentBinary, ["run", "--config", config, "--replay", try writeTrace(dir, ""),
+                                             "--broker", broker.url, "--outbox", outbox])
+        #expect(eventually(10) { subscriber.events().contains { $0["type"] as? String == "outbox.dropped" } }, "\(second.stderr)")
+        let drop = try #require(subscriber.events().first { $0["type"] as? String == "outbox.dropped" })
+        let declared = (drop["first_seq"] as? Int ?? 0)...(drop["last_seq"] as? Int ?? 0)
+        #expect(declared.contains(1) && declared.contains(6), "the last run's six pending events: \(drop)")
+        #expect(second.stderr.contains("outbox unusable, events kept in memory only"))
         second.signal(SIGTERM)
         #expect(second.wait(10) == 0)
         subscriber.stop()

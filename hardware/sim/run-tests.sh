@@ -176,7 +176,10 @@ initial_state() {  # GPIO5 high before the agent starts
 
 line_busy() {  # gpiomon holds GPIO6
     check "gpiomon holds GPIO6" "gpiomon \$(chip pi4) 6 > /dev/null 2>&1 & echo \$! > /tmp/gpiomon.pid; wait_used pi4 6 && info pi4 6 | grep gpiomon" &&
-    check "agent exits 78 naming 'gpiomon'" "timeout 60 \$AGENT run --config /sim/configs/pi4-busy.yaml --broker mqtt://127.0.0.1:1883 --outbox /tmp/outbox-busy > /tmp/busy.log 2>&1; rc=\$?; cat /tmp/busy.log; echo rc=\$rc; [ \$rc = 78 ] && grep -q \"in use by 'gpiomon'\" /tmp/busy.log"
+    check "agent exits 1 (systemd tries again) naming 'gpiomon'" "timeout 60 \$AGENT run --config /sim/configs/pi4-busy.yaml --broker mqtt://127.0.0.1:1883 --outbox /tmp/outbox-busy > /tmp/busy.log 2>&1; rc=\$?; cat /tmp/busy.log; echo rc=\$rc; [ \$rc = 1 ] && grep -q \"in use by 'gpiomon'\" /tmp/busy.log" &&
+    check "gpiomon gone: the next start takes the line" "kill \$(cat /tmp/gpiomon.pid) && wait_free pi4 6 && start busy pi4-busy.yaml && info pi4 6 | grep parkwise-agent" &&
+    check "diagnose meanwhile: refused, the agent named as holder" "timeout 60 \$AGENT diagnose --config /sim/configs/pi4-busy.yaml > /tmp/busy-diag.log 2>&1; rc=\$?; cat /tmp/busy-diag.log; [ \$rc = 1 ] && grep -q \"in use by 'parkwise-agent': the agent is running\" /tmp/busy-diag.log" &&
+    check "clean stop" "stop busy"
 }
 
 label_resolution() {  # board raspberry-pi-5: GPIO17 on pinctrl-rp1 (gpiochip2), not on the Pi 4 chip's GPIO17
@@ -247,7 +250,7 @@ run_pass() {
     run_case "lane passage in both directions (two loops)" lane_passage "[ -f /tmp/lane.pid ] && stop lane; pull pi4 22 down; pull pi4 23 down"
     run_case "bias and active-low (MCP23017 by label and by device, GPA/GPB names)" bias_active_low "[ -f /tmp/mcp.pid ] && stop mcp"
     run_case "initial state read at start" initial_state "[ -f /tmp/init.pid ] && stop init; pull pi4 5 down"
-    run_case "line busy: exit 78, holder named" line_busy "kill \$(cat /tmp/gpiomon.pid) 2>/dev/null; true"
+    run_case "line busy: exit 1, holder named; free again: the next start takes it" line_busy "kill \$(cat /tmp/gpiomon.pid) 2>/dev/null; [ -f /tmp/busy.pid ] && stop busy; true"
     run_case "board raspberry-pi-5 resolved by chip label (rp1 is gpiochip2)" label_resolution "[ -f /tmp/pi5.pid ] && stop pi5; pull pi5 17 down"
     run_case "board auto with GPIO17 on two chips is refused" auto_ambiguous ""
     run_case "parkwise-agent lines matches gpioinfo" inventory ""

@@ -130,8 +130,17 @@ final class AgentRuntime: @unchecked Sendable {
             outbox = MemoryOutbox(capacity: config.outbox.capacity)
             startProblems = [error.message]
             outboxUnusable = "outbox unusable: \(error.message)"
+            // The last run's pending events were in that file: unreadable now, so declared like any loss.
+            if let range = stamper.state.unaccounted(outboxHighest: 0) {
+                Log.warn("seqs of the last run unaccounted for, declared dropped",
+                         ["first_seq": range.lowerBound, "last_seq": range.upperBound])
+                stamper.state.addDrops(range)
+            }
         }
         try stamper.state.atLeast(seq: outboxHighest, from: config.outbox.path + "/outbox.log")
+        // What the start found lost is on disk before anything else happens: the outbox may already have moved a
+        // damaged file aside, and a power cut now must not take the only record of those seqs with it.
+        stamper.state.save()
         session = UplinkSession(link: link, topics: topics, outbox: outbox, birth: birth)
         // Connecting (name lookup, TCP, TLS, CONNACK) overlaps the rest of the start: `boot` is on disk by now, and
         // the link's events wait in the inbox until the loop runs.
