@@ -12,14 +12,14 @@ import TestSupport
         let bridge = try fixture.startBridge()
         var device = FakeDevice(fixture.broker)
         device.online()
-        for n in 1...3 { device.event("spot.occupied", #""spot":"P1-A-0\#(n)","level":"P1""#) }
+        occupy(&device, (1...3).map { "P1-A-0\($0)" })
         #expect(fixture.waitFor("SELECT count(*) FROM sensor_events", "3"), "\(bridge.stderr)")
         try fixture.cluster.sql("ALTER DATABASE \(fixture.database) SET default_transaction_read_only = on")
         fixture.query("""
             SELECT pg_terminate_backend(pid) FROM pg_stat_activity
             WHERE datname = current_database() AND application_name = 'parkwise-bridge'
             """)
-        for n in 4...9 { device.event("spot.occupied", #""spot":"P1-A-0\#(n)","level":"P1""#) }
+        occupy(&device, (4...9).map { "P1-A-0\($0)" })
         #expect(eventually(15) { bridge.stderr.contains("database unavailable, holding received messages")
             && bridge.stderr.contains("SQLSTATE 25006") }, "\(bridge.stderr)")
         #expect(fixture.query("SELECT count(*) FROM sensor_events") == "3")
@@ -44,10 +44,10 @@ import TestSupport
         var bridge = try fixture.startBridge(config: config, database: url)
         var device = FakeDevice(fixture.broker)
         device.online()
-        device.event("spot.occupied", #""spot":"P1-B-01","level":"P1""#)
+        occupy(&device, ["P1-B-01"])
         #expect(fixture.waitFor("SELECT count(*) FROM sensor_events", "1"), "\(bridge.stderr)")
         fixture.query("REVOKE INSERT ON sensor_events FROM \(role)")
-        for n in 2...5 { device.event("spot.occupied", #""spot":"P1-B-0\#(n)","level":"P1""#) }
+        occupy(&device, (2...5).map { "P1-B-0\($0)" })
         #expect(eventually(15) { bridge.stderr.contains("SQLSTATE 42501") }, "\(bridge.stderr)")
         #expect(bridge.stderr.contains("database unavailable, holding received messages"))
         #expect(fixture.query("SELECT count(*) FROM sensor_events") == "1")
@@ -59,7 +59,7 @@ import TestSupport
 
         // A stop while the fault lasts.
         fixture.query("REVOKE INSERT ON sensor_events FROM \(role)")
-        device.event("spot.occupied", #""spot":"P1-B-06","level":"P1""#)
+        occupy(&device, ["P1-B-06"])
         #expect(eventually(15) { bridge.stderr.components(separatedBy: "SQLSTATE 42501").count > 2 }, "\(bridge.stderr)")
         bridge.signal(SIGTERM)
         #expect(bridge.wait(15) == 1, "\(bridge.stderr)")
@@ -79,9 +79,9 @@ import TestSupport
         let bridge = try fixture.startBridge()
         var device = FakeDevice(fixture.broker)
         device.online()
-        device.event("spot.occupied", #""spot":"P1-C-01","level":"P1""#)
+        occupy(&device, ["P1-C-01"])
         device.event("spot.occupied", at: "2026-13-45T99:00:00Z", #""spot":"P1-C-02","level":"P1""#)
-        device.event("spot.occupied", #""spot":"P1-C-03","level":"P1""#)
+        occupy(&device, ["P1-C-03"])
         #expect(fixture.waitFor("SELECT string_agg(seq::text, ',' ORDER BY seq) FROM sensor_events", "1,3"), "\(bridge.stderr)")
         #expect(eventually(5) { bridge.stderr.contains("message cannot be applied, skipped") }, "\(bridge.stderr)")
         #expect(bridge.stderr.contains("SQLSTATE 22"))
@@ -111,6 +111,11 @@ import TestSupport
         #expect(other.stderr.contains("keepalives_idle_s=20"), "\(other.stderr)")
         #expect(other.stderr.contains("idle_in_transaction_session_timeout=5min"))
     }
+}
+
+/// A `spot.occupied` event for each spot of level P1, in order.
+private func occupy(_ device: inout FakeDevice, _ spots: [String]) {
+    for spot in spots { device.event("spot.occupied", #""spot":"\#(spot)","level":"P1""#) }
 }
 
 /// `ss -o` of the bridge's database socket: its timers (`timer:(keepalive,9.8sec,0)`).
