@@ -31,19 +31,44 @@ public enum ConfigFile {
         case .failure(let problem):
             throw ConfigIssues([ConfigIssue(file: path, mark: Mark(line: 1, column: 1),
                                             message: "cannot read the config file: \(problem.text)",
-                                            hint: "check the path, and that the agent's user may read the file")])
+                                            hint: problem.denied ? deniedHint(path)
+                                                : "check the path, and that the agent's user may read the file")])
         }
     }
 
     /// What kept a file from being read, in an installer's words.
     struct ReadProblem: Error {
         let text: String
+        /// EACCES: the file is there, but this user may not read it (or enter a directory on the way).
+        var denied = false
+    }
+
+    /// Whom to run as: the group of the first directory on the way this user may not enter (or of the file), as the
+    /// package installs /etc/parkwise-agent (0750 root:parkwise), whose service user has the group's name.
+    static func deniedHint(_ path: String) -> String {
+        var blocker = path
+        var directory = path.hasPrefix("/") ? "" : "."
+        for part in path.split(separator: "/").dropLast() {
+            directory += "/" + part
+            if access(directory, X_OK) != 0 {
+                blocker = directory
+                break
+            }
+        }
+        var info = stat()
+        guard stat(blocker, &info) == 0, let entry = getgrgid(info.st_gid), let name = entry.pointee.gr_name else {
+            return "run the command as a user that may read the file (e.g. with sudo)"
+        }
+        let group = String(cString: name)
+        return "run it as the service's user (sudo -u \(group) COMMAND), or as a member of group \(group) "
+            + "(\(blocker) is mode \(String(info.st_mode & 0o777, radix: 8)), group \(group))"
     }
 
     /// The file's bytes, read with plain system calls (a config is read at every start: no URL, no FileManager).
     static func read(_ path: String) -> Result<[UInt8], ReadProblem> {
         var info = stat()
         guard stat(path, &info) == 0 else {
+            if errno == EACCES { return .failure(ReadProblem(text: "permission denied", denied: true)) }
             return .failure(ReadProblem(text: errno == ENOENT || errno == ENOTDIR ? "no such file" : text(errno)))
         }
         if info.st_mode & S_IFMT == S_IFDIR { return .failure(ReadProblem(text: "it is a directory")) }
@@ -51,7 +76,7 @@ public enum ConfigFile {
         case .success(let bytes):
             return .success(bytes)
         case .failure(let failure) where failure.errno == EACCES:
-            return .failure(ReadProblem(text: "permission denied"))
+            return .failure(ReadProblem(text: "permission denied", denied: true))
         case .failure(let failure):
             return .failure(ReadProblem(text: "read error: \(text(failure.errno))"))
         }

@@ -46,20 +46,52 @@ public struct Credentials: Sendable {
             throw Problem(message: "cannot read credentials file \(path): permission denied",
                           hint: "the file must belong to the user the program runs as")
         }
+        return try parse(String(decoding: data, as: UTF8.self), path: path)
+    }
+
+    /// `username=…` and `password=…` lines. Blank lines and `#` comments are skipped; spaces around a key and its
+    /// value and a Windows line end (CR LF) are not part of them. Anything else is refused, with its line: a key
+    /// the agent would ignore is a password it would never send.
+    static func parse(_ text: String, path: String) throws(Problem) -> Credentials {
         var username: String?, password: String?
-        for line in String(decoding: data, as: UTF8.self).split(separator: "\n") {
-            let parts = line.split(separator: "=", maxSplits: 1).map { String($0) }
-            guard parts.count == 2 else { continue }
-            switch trimmed(parts[0]) {
-            case "username": username = trimmed(parts[1])
-            case "password": password = parts[1]
-            default: continue
+        var problems: [(line: Int, message: String, hint: String)] = []
+        for (index, raw) in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated() {
+            let line = trimmed(String(raw))
+            guard !line.isEmpty, !line.hasPrefix("#") else { continue }
+            guard let equals = line.firstIndex(of: "=") else {
+                problems.append((index + 1, "a line without '='", "write key=value: username=DEVICE-ID or password=…"))
+                continue
             }
+            let key = trimmed(String(line[..<equals])), value = trimmed(String(line[line.index(after: equals)...]))
+            switch key {
+            case "username" where username == nil: username = value
+            case "password" where password == nil: password = value
+            case "username", "password":
+                problems.append((index + 1, "a second \(key)= line", "keep one \(key)= line"))
+            default:
+                let close = ["username", "password"].first { $0.hasPrefix(key.lowercased().prefix(4)) && key.count >= 2 }
+                problems.append((index + 1, "unknown key '\(key)'",
+                                 (close.map { "did you mean '\($0)'? " } ?? "") + "the file holds username= and password= lines only"))
+            }
+        }
+        if let first = problems.first {
+            let more = problems.count > 1 ? " (and \(problems.count - 1) more problem\(problems.count == 2 ? "" : "s") in the file)" : ""
+            throw Problem(message: "credentials file \(path):\(first.line): \(first.message)\(more)", hint: first.hint)
         }
         guard let username, !username.isEmpty else {
             throw Problem(message: "credentials file \(path) has no username= line", hint: "add username=DEVICE-NAME")
         }
         return Credentials(username: username, password: password)
+    }
+
+    /// The broker's ACL (deploy/mosquitto/acl.conf) lets a device write only under its own id, taken from the
+    /// username: with another username every publish is denied, and under MQTT 3.1.1 a denied publish is still
+    /// acknowledged, so events would be lost without a word.
+    public func checkUsername(device: String, path: String) throws(Problem) {
+        guard username != device else { return }
+        throw Problem(message: "credentials file \(path) has username=\(username) but the config's device is '\(device)'",
+                      hint: "the broker's ACL needs the device id as username: username=\(device) (and that user in the "
+                        + "broker's password file), or set `device: \(username)`")
     }
 
     private static func trimmed(_ text: String) -> String {

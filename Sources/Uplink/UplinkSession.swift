@@ -56,6 +56,9 @@ public final class UplinkSession {
     /// The outbox file wants compacting: best done as soon as nothing else is to be done.
     public var outboxCompactionDue: Bool { outbox.compactionDue }
 
+    /// The device state has saved the drops the outbox gave up so far: its drop records need not outlive a compaction.
+    public func outboxDropsSaved() { outbox.dropsSaved() }
+
     /// Writes down what the outbox's disk does not have yet: when no event came to take it along for a while, to
     /// try a failed disk again, and at the stop.
     public func writeOutboxChanges() {

@@ -38,6 +38,11 @@ import Testing
         #expect(typo.code == 64)
         #expect(typo.err.contains("did you mean 'check-config'?"))
 
+        let count = try runAgent(["monitor", "--broker", "mqtt://127.0.0.1:1", "--count", "abc"], timeout: 5)
+        #expect(count.code == 64)
+        #expect(count.err.hasPrefix("Error: --count must be a whole number of events, 1 or more\n"), "\(count.err)")
+        #expect(count.err.contains("Usage: parkwise-agent monitor"))
+
         let noConfig = try runAgent(["run"])
         #expect(noConfig.code == 64)
         #expect(noConfig.err.hasPrefix("Error: Missing expected argument '--config <file>'"))
@@ -111,6 +116,27 @@ import Testing
         #expect(r.err.contains("readable by group or others (mode 644)"))
         #expect(r.err.contains("chmod 600"))
         #expect(!r.err.contains("hunter2"))
+    }
+
+    /// An installer not in the config's group (the package's /etc/parkwise-agent is 0750 root:parkwise) is told to
+    /// run as the service's user, not to check a path that is right. Here the group is `daemon` and the installer
+    /// `nobody`, started by root through setpriv.
+    @Test(.enabled(if: getuid() == 0, "needs root: to run the agent as another user"))
+    func aConfigInADirectoryItMayNotEnterSaysPermissionDeniedAndWhomToRunAs() throws {
+        let dir = temporaryDirectory()
+        let etc = dir.appendingPathComponent("etc").path
+        try FileManager.default.createDirectory(atPath: etc, withIntermediateDirectories: false)
+        let group = getgrnam("daemon")!.pointee.gr_gid
+        #expect(chown(etc, 0, group) == 0 && chmod(etc, 0o750) == 0)
+        let path = etc + "/agent.yaml"
+        try "site: uniandes\ndevice: p2-east\n".write(toFile: path, atomically: true, encoding: .utf8)
+        for command in [["check-config", path], ["lines", "--config", path]] {
+            let r = try runAgentProgram("/usr/bin/setpriv", ["--reuid=nobody", "--regid=nogroup", "--clear-groups", agentBinary] + command)
+            #expect(r.code == 78, "\(command[0]): \(r.err)")
+            #expect(r.err.contains("\(path):1:1: error: cannot read the config file: permission denied"), "\(r.err)")
+            #expect(r.err.contains("hint: run it as the service's user (sudo -u daemon COMMAND), or as a member of group daemon "
+                                   + "(\(etc) is mode 750, group daemon)"), "\(r.err)")
+        }
     }
 }
 

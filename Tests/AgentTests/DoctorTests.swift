@@ -64,6 +64,22 @@ import Testing
         #expect(checks(report, section: "outbox").first?["title"] as? String == "outbox directory \(dir.path)/outbox does not exist yet")
     }
 
+    /// A credentials file written on Windows (CR LF) with spaces around `=`: the login is the one meant.
+    @Test func windowsLineEndsAndSpacesInTheCredentialsFileStillLogIn() throws {
+        let broker = try SiteBroker()
+        let dir = temporaryDirectory()
+        let secrets = dir.appendingPathComponent("credentials").path
+        try "username = p2-east\r\npassword = \(SiteBroker.passwords["p2-east"]!) \r\n".write(toFile: secrets, atomically: true, encoding: .utf8)
+        chmod(secrets, 0o600)
+        let config = try writeConfig(dir, mqtt: """
+              brokers: ["mqtt://127.0.0.1:\(broker.plain)"]
+              credentials: \(secrets)
+            """)
+        let (code, report, output) = try doctor(config)
+        #expect(code == 0, "\(failed(report)) \(output)")
+        #expect(checks(report, section: "broker").contains { $0["title"] as? String == "authenticated as p2-east" }, "\(output)")
+    }
+
     @Test func theTextFormIsAChecklistWithFixes() throws {
         let dir = temporaryDirectory()
         let config = try writeConfig(dir, mqtt: "  brokers: [\"mqtt://127.0.0.1:\(freePort())\"]")

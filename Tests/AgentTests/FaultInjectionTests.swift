@@ -428,6 +428,41 @@ func acceptedEvents(_ path: String) -> [Int: String] {
         subscriber.stop()
     }
 
+    /// The outbox overflows while the state file cannot be saved (its writes refused; the ledger and the outbox's own
+    /// reserve still take theirs), then a `kill -9`: the drops never reached the state file, yet the next run declares
+    /// them, from the drop records the outbox synced with the batch that gave them up.
+    @Test func dropsTheStateFileNeverHeldAreDeclaredAfterACrash() throws {
+        let dir = temporaryDirectory()
+        let outbox = dir.appendingPathComponent("outbox")
+        let broker = try Broker()
+        let subscriber = try Subscriber(broker)
+        broker.stop()
+        let config = try writeBusyGarage(dir, capacity: 5)
+        try leaveALedger(dir, config: config, broker: broker, outbox: outbox)
+        try block(Self.stateFileTemps, in: outbox)
+        let second = try Child(agentBinary, ["run", "--config", config, "--replay", try busyTrace(dir, count: 20).path,
+                                             "--broker", broker.url, "--outbox", outbox.path])
+        #expect(eventually(15) { second.stderr.contains("trace finished") && second.stderr.contains("outbox full, events dropped") },
+                "\(second.stderr)")
+        second.signal(SIGKILL)
+        _ = second.wait(5)
+
+        try unblock(Self.stateFileTemps, in: outbox)
+        try broker.start()
+        try subscriber.listen()
+        let third = try Child(agentBinary, ["run", "--config", config, "--replay", try writeTrace(dir, ""),
+                                            "--broker", broker.url, "--outbox", outbox.path])
+        #expect(eventually(20) { !declared(subscriber.events()).isEmpty }, "\(third.stderr)")
+        try subscriber.drain()
+        let events = subscriber.events()
+        _ = checkDelivery(events)
+        let covered = Set(events.filter { $0["boot"] as? Int == 2 }.compactMap { $0["seq"] as? Int }).union(declared(events))
+        #expect(Set(1...20).isSubset(of: covered), "missing: \(Set(1...20).subtracting(covered).sorted()): \(third.stderr)")
+        third.signal(SIGTERM)
+        #expect(third.wait(10) == 0)
+        subscriber.stop()
+    }
+
     /// The state directory refuses every write (a file-size limit of 10 bytes: the ledger, both state files and the
     /// outbox fail, as on an SD card ext4 has remounted read-only): no seq beyond the last one reserved on disk is
     /// sent; once the disk takes writes again the events that waited go out; and after a `kill -9` the next run,
@@ -548,6 +583,15 @@ func acceptedEvents(_ path: String) -> [Int: String] {
 
     static let stateFileTemps = ["device-state.json.tmp", "device-state.json.bak.tmp"]
 
+    /// A first run with no events: it leaves the seq ledger and the state file behind.
+    func leaveALedger(_ dir: URL, config: String, broker: Broker, outbox: URL) throws {
+        let first = try Child(agentBinary, ["run", "--config", config, "--replay", try writeTrace(dir, ""),
+                                            "--broker", broker.url, "--outbox", outbox.path])
+        #expect(eventually(15) { first.stderr.contains("trace finished") }, "\(first.stderr)")
+        first.signal(SIGTERM)
+        #expect(first.wait(10) == 0)
+    }
+
     /// A disk that refuses every write is said in the agent's retained status (`storage_fault`), where a backend sees
     /// it while the events are held (their `outbox.fault` waits with them); it is gone once the disk takes writes again.
     @Test func aDiskThatRefusesWritesIsSaidInTheRetainedStatus() throws {
@@ -611,12 +655,7 @@ func acceptedEvents(_ path: String) -> [Int: String] {
         let subscriber = try Subscriber(broker)
         try subscriber.listen()
         let config = try writeBusyGarage(dir, statusEvery: "1s")
-        // A first run leaves a ledger behind.
-        let first = try Child(agentBinary, ["run", "--config", config, "--replay", try writeTrace(dir, ""),
-                                            "--broker", broker.url, "--outbox", outbox.path])
-        #expect(eventually(15) { first.stderr.contains("trace finished") }, "\(first.stderr)")
-        first.signal(SIGTERM)
-        #expect(first.wait(10) == 0)
+        try leaveALedger(dir, config: config, broker: broker, outbox: outbox)
         try block(Self.stateFileTemps, in: outbox)
         let agent = try Child(agentBinary, ["run", "--config", config, "--replay", try busyTrace(dir, count: 6, every: 20).path,
                                             "--broker", broker.url, "--outbox", outbox.path])

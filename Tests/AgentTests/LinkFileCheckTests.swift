@@ -58,4 +58,74 @@ import TestSupport
         #expect(r.err.contains("error: cannot read TLS key file /nonexistent/device.key: No such file or directory"))
         #expect(r.err.contains("4 problems found"))
     }
+
+    /// A credentials file and a config naming it; the config's line 4 names the file.
+    func withCredentials(_ text: String) throws -> (config: String, secrets: String) {
+        let dir = temporaryDirectory()
+        let secrets = dir.appendingPathComponent("credentials").path
+        try text.write(toFile: secrets, atomically: true, encoding: .utf8)
+        chmod(secrets, 0o600)
+        return (try writeConfig(dir, mqtt: "{ brokers: [\"mqtt://127.0.0.1:1\"], credentials: \(secrets) }"), secrets)
+    }
+
+    /// A key the agent would ignore is a password it never sends: refused at its line, with what was meant.
+    @Test func anUnknownKeyInTheCredentialsFileIsAnErrorAtItsLine() throws {
+        let (path, secrets) = try withCredentials("# p2-east's login\nusername=p2-east\npass=hunter2\nnot a key\n")
+        let outbox = temporaryDirectory().path   // should run start after all, not in this machine's /var/lib
+        for command in [["check-config", path], ["run", "--config", path, "--outbox", outbox]] {
+            let r = try runAgent(command, timeout: 10)
+            #expect(r.code == 78, "\(command[0]): \(r.err)")
+            #expect(r.err.contains("\(path):4:"), "\(r.err)")
+            #expect(r.err.contains("error: credentials file \(secrets):3: unknown key 'pass' (and 1 more problem in the file)"), "\(r.err)")
+            #expect(r.err.contains("hint: did you mean 'password'? the file holds username= and password= lines only"))
+            #expect(!r.err.contains("hunter2"))
+        }
+    }
+
+    /// The ACL lets a device write only under its username: another username loses every event without a word.
+    @Test func aUsernameThatIsNotTheDeviceIdIsAnError() throws {
+        let (path, secrets) = try withCredentials("username=p3-west\npassword=hunter2\n")
+        let r = try runAgent(["check-config", path])
+        #expect(r.code == 78, "\(r.err)")
+        #expect(r.err.contains("error: credentials file \(secrets) has username=p3-west but the config's device is 'p2-east'"), "\(r.err)")
+        #expect(r.err.contains("hint: the broker's ACL needs the device id as username: username=p2-east"))
+        // `run` goes on (a site may have its own ACL) but says it.
+        let agent = try Child(agentBinary, ["run", "--config", path, "--replay", try writeTrace(temporaryDirectory(), ""),
+                                            "--outbox", temporaryDirectory().path])
+        #expect(eventually(10) { agent.stderr.contains("credentials username is not the device id") }, "\(agent.stderr)")
+        agent.signal(SIGTERM)
+        #expect(agent.wait(10) == 0)
+    }
+
+    /// check-config as root (the postinst's command): root reads anything, the service's user may not. The user is
+    /// `nobody` here (PARKWISE_AGENT_USER), as a test machine has no `parkwise`.
+    @Test(.enabled(if: getuid() == 0, "needs root: only root can give a file to another user"))
+    func asRootAFileTheServiceUserCannotReadIsAnError() throws {
+        let (path, secrets) = try withCredentials("username=p2-east\npassword=hunter2\n")
+        let asNobody = ["/usr/bin/env", "PARKWISE_AGENT_USER=nobody", agentBinary, "check-config", path]
+        let r = try runAgentProgram(asNobody[0], Array(asNobody.dropFirst()))
+        #expect(r.code == 78, "\(r.err)")
+        #expect(r.err.contains("\(path):4:"), "\(r.err)")
+        #expect(r.err.contains("error: credentials file \(secrets) is not readable by the service's user nobody "
+                               + "(mode 600, owner root, group root)"), "\(r.err)")
+        #expect(r.err.contains("hint: chown nobody: \(secrets) && chmod 0600 \(secrets)"))
+
+        let nobody = getpwnam("nobody")!.pointee
+        #expect(chown(secrets, nobody.pw_uid, nobody.pw_gid) == 0)
+        let ok = try runAgentProgram(asNobody[0], Array(asNobody.dropFirst()))
+        #expect(ok.code == 0, "\(ok.err)")
+
+        // A directory on the way it may not enter.
+        let closed = temporaryDirectory()
+        chmod(closed.path, 0o700)
+        let ca = closed.path + "/ca.pem"
+        try "-----BEGIN CERTIFICATE-----\n".write(toFile: ca, atomically: true, encoding: .utf8)
+        let tls = try writeConfig(closed, mqtt: "{ brokers: [\"mqtts://127.0.0.1:1\"], tls: { ca: \(ca) } }")
+        try FileManager.default.moveItem(atPath: tls, toPath: path + ".tls.yaml")
+        let denied = try runAgentProgram("/usr/bin/env", ["PARKWISE_AGENT_USER=nobody", agentBinary, "check-config", path + ".tls.yaml"])
+        #expect(denied.code == 78, "\(denied.err)")
+        #expect(denied.err.contains("error: TLS CA file \(ca): user nobody may not enter the directory \(closed.path) "
+                                    + "(mode 700, owner root, group root)"), "\(denied.err)")
+        #expect(denied.err.contains("hint: chgrp nobody \(closed.path) && chmod g+x \(closed.path), or move the file"))
+    }
 }

@@ -59,6 +59,10 @@ func pendingOnDisk(_ path: String) -> (pending: [UInt64], records: Int) {
     for record in records {
         if let seq = addedEvent(record)?["seq"] as? Int { pending.append(UInt64(seq)) }
         if let del = record["del"] as? Int { pending.removeAll { $0 == UInt64(del) } }
+        if let drop = record["drop"] as? Int {
+            let to = record["drop_to"] as? Int ?? drop
+            pending.removeAll { (UInt64(drop)...UInt64(max(drop, to))).contains($0) }
+        }
     }
     return (pending, records.count)
 }
@@ -213,6 +217,9 @@ func pendingOnDisk(_ path: String) -> (pending: [UInt64], records: Int) {
         #expect(aside.count == 1)
         #expect(try Data(contentsOf: URL(fileURLWithPath: dir + "/" + aside[0])) == Data(bytes), "kept whole")
         #expect(pendingOnDisk(log).pending == [1, 2, 4])
+        // The new file says what the damage took, so a crash before the caller saves it elsewhere still declares it.
+        let (again, _) = try DurableOutbox.open(directory: dir, capacity: 200)
+        #expect(again.lostAtOpen == [3...3])
     }
 
     @Test func neverMoreThanCapacityPendingOnDiskAndDropsAreSaid() throws {
@@ -275,7 +282,32 @@ func pendingOnDisk(_ path: String) -> (pending: [UInt64], records: Int) {
         #expect(result.dropped.map(\.event.seq) == [1, 2])
         let onDisk = pendingOnDisk(dir + "/outbox.log")
         #expect(onDisk.pending == [3, 4, 5, 6])
-        #expect(onDisk.records == 4, "the two given up at once were never written")
+        #expect(onDisk.records == 6, "the two given up at once were never added: only their drop records are written")
+        let (reopened, _) = try DurableOutbox.open(directory: dir, capacity: 4)
+        #expect(reopened.lostAtOpen == [1...1, 2...2], "the next start declares them")
+    }
+
+    /// An event the full outbox gives up leaves a drop record, synced with the batch that made it: the next open
+    /// declares it, also after a compaction, until the caller says the drops are saved elsewhere.
+    @Test func eventsGivenUpAreDeclaredByTheNextOpenUntilSavedElsewhere() throws {
+        let dir = temporaryDirectory().path
+        func declaredAtOpen() throws -> Set<UInt64> {
+            let (reopened, _) = try DurableOutbox.open(directory: dir, capacity: 4)
+            return Set(reopened.lostAtOpen.flatMap { Array($0) })
+        }
+        let (outbox, _) = try DurableOutbox.open(directory: dir, capacity: 4)
+        for seq in 1...5 { _ = outbox.append(entry(UInt64(seq))) }
+        #expect(try declaredAtOpen() == [1], "the drop record of the append that gave 1 up")
+        _ = outbox.append(entry(6))
+        #expect(outbox.compactionDue)
+        #expect(outbox.writeChanges() == nil)
+        #expect(!outbox.compactionDue)
+        #expect(try declaredAtOpen() == [1, 2], "a compaction keeps the drops not saved elsewhere")
+        outbox.dropsSaved()
+        _ = outbox.append(entry(7))
+        _ = outbox.append(entry(8))
+        #expect(outbox.writeChanges() == nil)
+        #expect(try declaredAtOpen() == [3, 4], "once saved elsewhere, the compaction leaves the earlier drops out")
     }
 
     @Test func compactionKeepsTheFileSmall() throws {

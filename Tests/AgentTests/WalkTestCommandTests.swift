@@ -109,6 +109,23 @@ import Testing
         #expect(second == 0)
     }
 
+    /// A report it cannot write stops the walk before the first step, not after a whole walk saved nowhere.
+    @Test func aReportPathItCannotWriteStopsItBeforeTheFirstStep() throws {
+        let dir = temporaryDirectory()
+        let configPath = dir.appendingPathComponent("walk.yaml").path
+        try Self.config.write(toFile: configPath, atomically: true, encoding: .utf8)
+        let tracePath = dir.appendingPathComponent("walk.jsonl").path
+        try Self.walkTrace().write(toFile: tracePath, atomically: true, encoding: .utf8)
+        let report = dir.path + "/missing/walk-P1.json"
+        let (code, out, err) = try runAgent(["walk-test", "--config", configPath, "--replay", tracePath, "--speed", "4",
+                                             "--report", report])
+        #expect(code == 1)
+        #expect(err.contains("error: cannot write the report \(report) as "), "\(err)")
+        #expect(err.contains(": open \(report).tmp: No such file or directory"), "\(err)")
+        #expect(err.contains("hint: give --report a path that user may write, e.g. /var/lib/parkwise-agent/walk-walk.json"), "\(err)")
+        #expect(!out.contains("[1/3]"), "no step is asked for: \(out)")
+    }
+
     /// The config and a trace in which nothing happens for 30 s: only the keys move the walk on.
     func quietWalk() throws -> (URL, String, String) {
         let dir = temporaryDirectory()

@@ -89,7 +89,9 @@ import Testing
                                     kernelBoot: random.text())
             compare(WireJSON.encode(entry), WireJSON.encodeWithFoundation(entry), round: round)
             for record in [OutboxLog.Record(add: entry), OutboxLog.Record(del: random.unsigned()), OutboxLog.Record(floor: random.unsigned()),
-                           OutboxLog.Record(add: entry, del: random.unsigned(), floor: random.unsigned())] {
+                           OutboxLog.Record(drop: random.unsigned()), OutboxLog.Record(drop: random.unsigned(), dropTo: random.unsigned()),
+                           OutboxLog.Record(add: entry, del: random.unsigned(), drop: random.unsigned(), dropTo: random.unsigned(),
+                                            floor: random.unsigned())] {
                 let reference = (try? Self.escapingSlashes.encode(record)).map { Array($0) } ?? []
                 compare(record.json, reference, round: round)
             }

@@ -14,6 +14,34 @@ import Testing
         #expect(found.first?.mark.line == line)
     }
 
+    /// Every problem comes with what to do about it, the shape mistakes of hand-written YAML too.
+    @Test(arguments: [
+        ("  - { id: P2, capacity: 48 }", "  - { id: P2, capacity: forty }"),
+        ("  - { id: P2-A-01, input: GPIO22, delayed_on: 5s, delayed_off: 10s }",
+         "  - { id: P2-A-01, input: GPIO22, active_low: maybe }"),
+        ("levels:\n  - { id: P2, capacity: 48 }", "levels: { id: P2, capacity: 48 }"),
+        ("levels:\n  - { id: P2, capacity: 48 }", "levels:\n  - P2"),
+        ("site: uniandes", "site:"),
+        ("site: uniandes", "site: [a, b]"),
+    ])
+    func everyShapeMistakeHasAHint(from: String, to: String) {
+        let found = issues(minimal.replacingOccurrences(of: from, with: to))
+        #expect(!found.isEmpty)
+        for issue in found { #expect(issue.hint?.isEmpty == false, "no hint: \(issue.description)") }
+    }
+
+    /// The package installs its example with `device: ""`: refused, saying what goes there.
+    @Test func anEmptyDeviceIdIsRefusedWithWhatGoesThere() {
+        let found = issues(minimal.replacingOccurrences(of: "device: p2-east", with: "device: \"\""))
+        #expect(found.map(\.message) == ["device is empty"])
+        #expect(found.first?.hint?.contains("unique within its site") == true)
+    }
+
+    @Test func trueAndFalseInAnyCaseAreBooleans() throws {
+        let config = try parse(minimal.replacingOccurrences(of: "delayed_on: 5s, delayed_off: 10s", with: "active_low: True"))
+        #expect(config.spots.first?.input.activeLow == true)
+    }
+
     @Test func aMinPresenceThatIsNotADurationIsOneIssue() {
         let found = issues(minimal.replacingOccurrences(of: "loops: { a: GPIO17, b: GPIO27 }",
                                                         with: "loops: { a: GPIO17, b: GPIO27 }, min_presence: soon"))
@@ -54,6 +82,13 @@ import Testing
     func aBadLevelIsOneIssueNotAlsoAnUnknownLevel(level: String) {
         let found = issues(minimal.replacingOccurrences(of: "capacity: 48", with: level))
         #expect(found.count == 1, "\(found.map(\.description))")
+    }
+
+    /// `user:pass@host` would have been taken as a host name (a lookup that never resolves, "broker unreachable").
+    @Test func aBrokerAddressWithAPasswordIsRefusedWithWhereItGoes() {
+        let found = issues(minimal + "\nmqtt: { brokers: [\"mqtt://gate:secret@10.0.0.5:1883\"] }\n")
+        #expect(found.map(\.message) == ["'mqtt://gate:secret@10.0.0.5:1883' is not a broker address"])
+        #expect(found.first?.hint?.contains("mqtt.credentials") == true, "\(found.map(\.description))")
     }
 
     @Test func aMistypedTLSBrokerIsOneIssueNotAlsoTLSWithoutBroker() {

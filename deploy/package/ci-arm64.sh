@@ -148,8 +148,11 @@ check 'id -nG parkwise | grep -w gpio && id -nG parkwise | grep -w parkwise' ins
 check '[ "$(stat -c %U:%G:%a /var/lib/parkwise-agent)" = parkwise:parkwise:750 ]' install
 check '[ "$(stat -c %U:%G:%a /etc/parkwise-agent/agent.yaml)" = root:parkwise:640 ]' install
 check "[ -f $unit ] && [ -f /lib/udev/rules.d/60-parkwise-agent-gpio.rules ]" install
-# The hint's first command, as typed (systemctl needs a booted system, not a chroot).
-check 'parkwise-agent check-config /etc/parkwise-agent/agent.yaml' install
+# The hint's first command, as typed (systemctl needs a booted system, not a chroot): refused until the installer
+# sets the board's device id, then ok.
+check 'parkwise-agent check-config /etc/parkwise-agent/agent.yaml; [ $? = 78 ]' install
+check 'parkwise-agent check-config /etc/parkwise-agent/agent.yaml 2>&1 | grep "device is empty"' install
+check 'sed -i "s/^device: .*/device: ci-gate/" /etc/parkwise-agent/agent.yaml && parkwise-agent check-config /etc/parkwise-agent/agent.yaml' install
 check "systemd-analyze verify $unit" install
 check 'man -w parkwise-agent || [ -f /usr/share/man/man1/parkwise-agent.1.gz ]' install
 check 'echo "# edited on site" >> /etc/parkwise-agent/agent.yaml && touch /var/lib/parkwise-agent/outbox-marker' edit

@@ -62,7 +62,13 @@ install -D -m 0755 "$binary" "$root/usr/bin/parkwise-agent"
 if [ "$arch" = "$(dpkg --print-architecture)" ]; then strip --remove-section=.comment --remove-section=.note "$root/usr/bin/parkwise-agent"; fi  # cross: --strip-all
 install -D -m 0644 deploy/systemd/parkwise-agent.service "$root/$libdir/systemd/system/parkwise-agent.service"
 install -D -m 0644 deploy/package/60-parkwise-agent-gpio.rules "$root/$libdir/udev/rules.d/60-parkwise-agent-gpio.rules"
-install -D -m 0640 hardware/examples/single-gate.yaml "$root/etc/parkwise-agent/agent.yaml"
+# The example, with its device id left for the installer to set: an unedited config is refused (check-config and
+# run exit 78), so two boards can never publish under the example's id and mix their events.
+install -d -m 0755 "$root/etc/parkwise-agent"
+sed 's/^device: .*/device: ""   # set this board'"'"'s id, unique within the site (e.g. lot-b-gate)/' \
+    hardware/examples/single-gate.yaml >"$root/etc/parkwise-agent/agent.yaml"
+grep -q '^device: ""' "$root/etc/parkwise-agent/agent.yaml" || { echo "make-deb: the example has no device: line" >&2; exit 1; }
+chmod 0640 "$root/etc/parkwise-agent/agent.yaml"
 install -D -m 0644 README.md "$doc/README.md"
 install -D -m 0644 hardware/TRACES.md "$doc/TRACES.md"
 install -D -m 0644 deploy/backend/CONTRACT.md "$doc/CONTRACT.md"

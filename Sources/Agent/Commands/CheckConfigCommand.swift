@@ -1,26 +1,46 @@
 import ConfigFile
 import ParkWiseCLI
 import ParkWiseCore
+import Uplink
 
 enum CheckConfigCommand {
     static let spec = CommandSpec(
         name: "check-config", abstract: "Check a config file and list every problem in it.",
-        discussion: "Prints each problem as FILE:LINE:COL with a hint, all at once, then checks the credentials and\nTLS files it names as `run` would. Exit 0 when the file is valid, 78 when it is not.",
+        discussion: """
+            Prints each problem as FILE:LINE:COL with a hint, all at once, then checks the credentials and
+            TLS files it names as `run` would, and that the credentials' username is the device id (the
+            broker's ACL needs it). Run as root, it also checks that the service's user (parkwise, or
+            $PARKWISE_AGENT_USER) may read the config and those files. Exit 0 when the file is valid, 78
+            when it is not.
+            """,
         arguments: [.init(name: "file", help: "The config file to check (YAML).")])
 
     static func run(_ args: ParsedArguments) -> Int32 {
         let path = args.positionals[0]
-        do {
-            let config = try ConfigFile.load(path: path)
-            _ = try LinkFiles.check(config.mqtt, configPath: path)
-            say("\(path): ok: site \(config.site), device \(config.device), \(count(config.levels.count, "level")) "
-                + "(\(config.levels.map(\.capacity).reduce(0, +)) spaces), \(count(config.lanes.count, "lane")), "
-                + "\(count(config.spots.count, "spot")), \(count(config.inputs.count, "input")), board \(describe(config.board))")
-            return ExitCode.success
-        } catch {
+        let config: AgentConfig
+        do { config = try ConfigFile.load(path: path) } catch {
             printConfigProblems(error, path: path)
             return ExitCode.config
         }
+        var issues = ServiceUserCheck.issues(config: config, configPath: path)
+        do {
+            let credentials = try LinkFiles.check(config.mqtt, configPath: path)
+            if let credentials, let file = config.mqtt.files.first(where: { $0.role == .credentials }) {
+                do { try credentials.checkUsername(device: config.device, path: file.path) } catch {
+                    issues.append(ConfigIssue(file: path, mark: file.mark, message: error.message, hint: error.hint))
+                }
+            }
+        } catch {
+            issues = error.issues + issues
+        }
+        guard issues.isEmpty else {
+            printConfigProblems(ConfigIssues(issues), path: path)
+            return ExitCode.config
+        }
+        say("\(path): ok: site \(config.site), device \(config.device), \(count(config.levels.count, "level")) "
+            + "(\(config.levels.map(\.capacity).reduce(0, +)) spaces), \(count(config.lanes.count, "lane")), "
+            + "\(count(config.spots.count, "spot")), \(count(config.inputs.count, "input")), board \(describe(config.board))")
+        return ExitCode.success
     }
 
     static func count(_ n: Int, _ word: String) -> String { "\(n) \(word)\(n == 1 ? "" : "s")" }

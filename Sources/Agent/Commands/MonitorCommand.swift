@@ -34,7 +34,14 @@ enum MonitorCommand {
             printError(UsageError(command: spec, message: "--stale '\(staleText)' is not a duration like 90s or 10m").text)
             return ExitCode.usage
         }
-        let limit = args.option("count").flatMap(Int.init)
+        var limit: Int?
+        if let countText = args.option("count") {
+            guard let count = Int(countText), count > 0 else {
+                printError(UsageError(command: spec, message: "--count must be a whole number of events, 1 or more").text)
+                return ExitCode.usage
+            }
+            limit = count
+        }
         let (stream, continuation) = AsyncStream.makeStream(of: Input.self)
         var settings = LinkSettings(
             brokers: [.init(host: broker.host, port: broker.port, tls: broker.tls)],

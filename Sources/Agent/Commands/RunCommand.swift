@@ -53,6 +53,11 @@ enum RunCommand {
             printError(error.description)
             return ExitCode.config
         }
+        if let credentials, credentials.username != config.device {
+            // check-config refuses this; a site with its own broker ACL may want it, so `run` only says it.
+            Log.warn("credentials username is not the device id: the broker ACL this project ships refuses every publish",
+                     ["username": credentials.username, "device": config.device])
+        }
 
         var lineQueue = 4096
         if let text = args.option("line-queue") {

@@ -19,9 +19,10 @@ enum WalkTestCommand {
         (another input changed: both named), polarity (active at rest: `active_low`), loops_swapped (loop b
         before loop a on the way in), bouncy (far more edges than a clean change within the filter window), or
         skipped. Keys: s skip, r retry (the current step, or the last one judged), q quit; from a pipe, one word
-        per line (skip, retry, quit). The report (JSON, and text beside it as .txt) is saved after every verdict;
-        run again with the same --report to resume with the steps not yet walked (or skipped). Reads the lines
-        itself: stop the agent service first. Exit 0 when every step is confirmed, 1 otherwise, 78 on a bad config.
+        per line (skip, retry, quit). The report (JSON, and text beside it as .txt) is saved after every verdict
+        (a path it cannot write stops it before the first step); run again with the same --report to resume
+        with the steps not yet walked (or skipped). Reads the lines itself: stop the agent service first.
+        Exit 0 when every step is confirmed, 1 otherwise, 78 on a bad config.
         """,
         options: [
             .init(name: "config", value: "file", help: "The config file (YAML).", required: true),
@@ -69,6 +70,12 @@ enum WalkTestCommand {
                            + "(`parkwise-agent doctor` checks a running service without stopping it)")
                 return ExitCode.failure
             }
+        }
+        if let problem = WalkReport.probe(path: reportPath) {
+            printError("error: cannot write the report \(reportPath) as \(HostChecks.userName()): \(problem)\n"
+                       + "    hint: give --report a path that user may write, e.g. /var/lib/parkwise-agent/walk-\(config.device).json "
+                       + "(the service's state directory, for sudo -u parkwise) or /tmp/walk-\(config.device).json")
+            return ExitCode.failure
         }
         let opened = SourceChoice.open(args, config: config, command: spec)
         guard case .opened(var source, let clock) = opened else { return opened.exitCode }

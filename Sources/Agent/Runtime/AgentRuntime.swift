@@ -118,7 +118,7 @@ final class AgentRuntime: @unchecked Sendable {
             startProblems = problems.filter { $0.contains("damaged") }
             // Whatever the outbox lost, and whatever seqs the last run may have used that nothing
             // accounts for (a crash, a lost file), is declared: a gap in seq is never silent.
-            for range in durable.lostAtOpen { stamper.state.addDrops(range) }
+            for range in durable.lostAtOpen { if let range = stamper.state.undeclared(range) { stamper.state.addDrops(range) } }
             if let range = stamper.state.unaccounted(outboxHighest: durable.highestSeq) {
                 Log.warn("seqs of the last run unaccounted for, declared dropped",
                          ["first_seq": range.lowerBound, "last_seq": range.upperBound])
@@ -287,6 +287,8 @@ final class AgentRuntime: @unchecked Sendable {
             // also while a retry of a failed state-file save waits (the reservation saves the file too). A reservation
             // the disk refused, and a failed save of the state file (its drops, lane counts), are tried again after a
             // wait doubling up to 64 s, never in a loop; once nothing is refused a pending retry gives way.
+            // The state file holds every drop so far: the outbox's drop records need not outlive a compaction.
+            if stamper.state.isSaved { session.outboxDropsSaved() }
             if stamper.state.reservationRefused || stamper.state.saveProblem != nil {
                 if reservationDue == nil {
                     Log.debug("state directory refused a write, tried again later", ["wait_s": reservationRetryWait.components.seconds])

@@ -225,6 +225,16 @@ struct DeviceState {
         return (accounted + 1)...seq
     }
 
+    /// The part of seqs lost or given up before this start that the last run had not declared or seen acknowledged
+    /// (its `settled`): an outbox's drop record outlives the announcement that told it until the next compaction.
+    func undeclared(_ range: ClosedRange<UInt64>) -> ClosedRange<UInt64>? {
+        let low = max(range.lowerBound, (previousRun?.settled ?? 0) + 1)
+        return low <= range.upperBound ? low...range.upperBound : nil
+    }
+
+    /// Everything the state file holds is on disk (nothing set since the last successful save).
+    var isSaved: Bool { !unsaved }
+
     /// Records how far everything is settled, given the oldest event still in the outbox.
     mutating func settle(oldestPending: UInt64?) {
         var low = (oldestPending ?? seq + 1) - 1

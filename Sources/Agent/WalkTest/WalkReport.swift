@@ -1,4 +1,5 @@
 import FoundationEssentials
+import Glibc
 import ParkWiseCLI
 import ParkWiseContract
 import ParkWiseCore
@@ -98,6 +99,17 @@ struct WalkReport: Codable {
     func save(path: String) -> String? {
         DurableFile.replace(path: path, with: Array((json + "\n").utf8))
             ?? DurableFile.replace(path: WalkReport.textPath(path), with: Array(text.utf8))
+    }
+
+    /// Whether `save` can write there (its temporary file is created and removed), asked before the first step:
+    /// a walk whose report cannot be saved would be lost whole.
+    static func probe(path: String) -> String? {
+        let temp = path + ".tmp"
+        let fd = open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { return "open \(temp): \(DurableFile.errnoText())" }
+        close(fd)
+        unlink(temp)
+        return nil
     }
 
     static func textPath(_ path: String) -> String {

@@ -15,11 +15,13 @@ enum Migrations {
 
     static let steps: [Step] = [
         Step(version: 1, name: "sensor source and bridge tables", statements: [
-            // 'sensor' joins the spots.source CHECK, whatever the backend named that constraint.
+            // 'sensor' joins the spots.source CHECK, whatever the backend named that constraint: the CHECKs on that
+            // column alone (a rule of the backend's tying source to another column stays as it is).
             """
             DO $$ DECLARE c record; BEGIN
-              FOR c IN SELECT conname FROM pg_constraint
-                       WHERE conrelid = 'spots'::regclass AND contype = 'c' AND pg_get_constraintdef(oid) LIKE '%source%'
+              FOR c IN SELECT con.conname FROM pg_constraint con
+                       JOIN pg_attribute a ON a.attrelid = con.conrelid AND a.attname = 'source'
+                       WHERE con.conrelid = 'spots'::regclass AND con.contype = 'c' AND con.conkey = ARRAY[a.attnum]
               LOOP EXECUTE format('ALTER TABLE spots DROP CONSTRAINT %I', c.conname); END LOOP;
             END $$
             """,

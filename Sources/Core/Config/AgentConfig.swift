@@ -79,7 +79,8 @@ public struct BrokerAddress: Sendable, Hashable, CustomStringConvertible {
             rest = rest[..<colon]
         }
         if rest.hasPrefix("["), rest.hasSuffix("]") { rest = rest.dropFirst().dropLast() }
-        guard !rest.isEmpty, !rest.contains("/") else { return nil }
+        // No user name or password in the address (`user:pass@host`): they go in the credentials file.
+        guard !rest.isEmpty, !rest.contains("/"), !rest.contains("@") else { return nil }
         return BrokerAddress(tls: tls, host: String(rest), port: port)
     }
 

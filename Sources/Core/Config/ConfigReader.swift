@@ -14,7 +14,8 @@ public struct ConfigReader {
         let config = reader.readRoot(root)
         if let config, reader.issues.isEmpty { return config }
         if reader.issues.isEmpty {
-            reader.report(root.mark, "the config could not be read")
+            reader.report(root.mark, "the config could not be read",
+                          hint: "it must be a YAML mapping with site, device, levels and spots or lanes (see hardware/examples)")
         }
         throw ConfigIssues(reader.issues.sorted { ($0.mark.line, $0.mark.column) < ($1.mark.line, $1.mark.column) })
     }
@@ -71,7 +72,9 @@ public struct ConfigReader {
                 if let broker = BrokerAddress.parse(text) { brokers.append(broker) } else {
                     brokersRead = false
                     report(item.mark, "'\(text)' is not a broker address",
-                           hint: "write mqtt://HOST:PORT, or mqtts://HOST:PORT for TLS (e.g. mqtt://10.0.0.5:1883)")
+                           hint: text.contains("@")
+                               ? "write mqtt://HOST:PORT without a user name or password: they go in the file mqtt.credentials names"
+                               : "write mqtt://HOST:PORT, or mqtts://HOST:PORT for TLS (e.g. mqtt://10.0.0.5:1883)")
                 }
             }
             if items.isEmpty && !list.isCollectionOfOtherKind {
@@ -359,12 +362,16 @@ public struct ConfigReader {
 
     mutating func mapping(_ node: ConfigNode, keys: [String], in what: String) -> MappingNode? {
         guard case .mapping(let pairs) = node.value else {
-            report(node.mark, "\(what) must be a mapping of keys to values, found \(node.kindName)")
+            report(node.mark, "\(what) must be a mapping of keys to values, found \(node.kindName)",
+                   hint: "write `key: value` lines indented under it, or { key: value, … } on one line")
             return nil
         }
         var result = MappingNode(mark: node.mark)
         for (keyNode, value) in pairs {
-            guard let key = keyNode.text else { report(keyNode.mark, "keys must be plain words"); continue }
+            guard let key = keyNode.text else {
+                report(keyNode.mark, "keys must be plain words", hint: "write the key as a word followed by ':', e.g. capacity: 40")
+                continue
+            }
             if result.values[key] != nil {
                 report(keyNode.mark, "'\(key)' is given twice in \(what)", hint: "keep one; YAML would silently use the last")
                 continue
@@ -388,7 +395,8 @@ public struct ConfigReader {
     mutating func list(_ node: ConfigNode?, what: String) -> [ConfigNode] {
         guard let node, !node.isNull else { return [] }
         guard case .sequence(let items) = node.value else {
-            report(node.mark, "\(what) must be a list (lines starting with '- '), found \(node.kindName)")
+            report(node.mark, "\(what) must be a list (lines starting with '- '), found \(node.kindName)",
+                   hint: "start each item with '- ' on its own line, or write [ item, item ] on one line")
             return []
         }
         return items
@@ -396,7 +404,8 @@ public struct ConfigReader {
 
     mutating func string(_ node: ConfigNode, what: String) -> String? {
         guard let text = node.text, !node.isNull else {
-            report(node.mark, "expected \(what), found \(node.isNull ? "nothing" : node.kindName)")
+            report(node.mark, "expected \(what), found \(node.isNull ? "nothing" : node.kindName)",
+                   hint: node.isNull ? "write the value after the ':' on the same line" : "write a single value here, not a list or mapping")
             return nil
         }
         return text
@@ -406,7 +415,7 @@ public struct ConfigReader {
     mutating func int(_ node: ConfigNode, what: String, in range: ClosedRange<Int>, hint: String) -> Int? {
         guard let text = string(node, what: "a whole number") else { return nil }
         guard let n = Int(text) else {
-            report(node.mark, "\(what) must be a whole number, found '\(text)'")
+            report(node.mark, "\(what) must be a whole number, found '\(text)'", hint: "write digits only; " + hint)
             return nil
         }
         guard range.contains(n) else {
@@ -418,11 +427,11 @@ public struct ConfigReader {
 
     mutating func bool(_ node: ConfigNode, what: String) -> Bool? {
         guard let text = string(node, what: "true or false") else { return nil }
-        switch text {
+        switch text.lowercased() {   // YAML writers put True and FALSE too
         case "true", "yes", "on": return true
         case "false", "no", "off": return false
         default:
-            report(node.mark, "\(what) must be true or false, found '\(text)'")
+            report(node.mark, "\(what) must be true or false, found '\(text)'", hint: "write true or false")
             return nil
         }
     }
@@ -443,7 +452,13 @@ public struct ConfigReader {
     /// Ids become MQTT topic levels: letters, digits, '-', '_' and '.'.
     mutating func topicName(_ node: ConfigNode?, what: String) -> String? {
         guard let node, let text = string(node, what: what) else { return nil }
-        let ok = !text.isEmpty && text.unicodeScalars.allSatisfy {
+        if text.isEmpty {
+            report(node.mark, "\(what) is empty",
+                   hint: what == "device" ? "write this board's id, unique within its site (e.g. lot-b-gate): two boards with one id "
+                       + "mix their events" : "write it (letters, digits, '-', '_' and '.')")
+            return nil
+        }
+        let ok = text.unicodeScalars.allSatisfy {
             (("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0)
              || $0 == "-" || $0 == "_" || $0 == ".")
         }

@@ -16,9 +16,15 @@ public final class DurableOutbox: Outbox {
     /// append's, a compaction, or `writeChanges()`), so an acknowledgement costs no write of its own. Lost in a
     /// crash, they only mean those events are sent once more, same id and seq.
     private var removalsUnwritten: [UInt64] = []
-    /// Seqs the file lost before this start (damage, or more events than the capacity): the
-    /// caller declares them dropped.
+    /// Seqs the file lost before this start (damage, or more events than the capacity) or gave up (its drop records):
+    /// the caller declares them dropped.
     public private(set) var lostAtOpen: [ClosedRange<UInt64>] = []
+    /// Events given up whose drop records the file holds while the device state may not have saved those drops yet:
+    /// a rewrite of the file writes them again, so they reach the next start whatever happens first.
+    private var dropsKept: [ClosedRange<UInt64>] = []
+    /// Ranges kept at most: beyond, they are merged into one (a declared range may hold seqs that were kept), so a disk
+    /// refusing the state file for days while the outbox overflows does not grow the agent.
+    static let dropRangesKept = 32
     /// The highest seq this outbox ever stored, pending or not.
     public var highestSeq: UInt64 { log.highest }
 
@@ -32,6 +38,7 @@ public final class DurableOutbox: Outbox {
                                    deadRecords: loaded.records - loaded.entries.count)
         var problems = loaded.problems
         outbox.lostAtOpen = loaded.lost
+        outbox.dropsKept = loaded.drops
         if outbox.entries.count > capacity {
             // (A smaller capacity than the last run's.) Given up the way a full outbox gives up, and declared.
             var trimmed: [UInt64] = []
@@ -41,6 +48,7 @@ public final class DurableOutbox: Outbox {
             problems.append("outbox held \(outbox.entries.count + trimmed.count) events for a capacity of \(capacity): "
                             + "\(trimmed.count) dropped and declared")
             outbox.lostAtOpen += trimmed.map { $0...$0 }
+            outbox.keep(dropped: trimmed)
             try outbox.compact()
         }
         return (outbox, problems)
@@ -68,13 +76,18 @@ public final class DurableOutbox: Outbox {
         } else {
             let batchSeqs = Set(batch.map(\.event.seq)), droppedSeqs = Set(dropped.map(\.event.seq))
             removals = dropped.filter { !batchSeqs.contains($0.event.seq) }
-            records += removals.map { OutboxLog.Record(del: $0.event.seq) }
+            // Drop records, not removals: with them on disk in the same sync, a crash before the device state saves
+            // these drops still has the next start declare them. (An event of the batch given up at once is never
+            // added: its drop record is all the file says of it.)
+            records += dropped.map { OutboxLog.Record(drop: $0.event.seq) }
                 + batch.filter { !droppedSeqs.contains($0.event.seq) }.map { OutboxLog.Record(add: $0) }
+            keep(dropped: dropped.map(\.event.seq))
         }
         guard !records.isEmpty else { return (dropped, nil) }
         let acknowledged = removalsUnwritten.count
         let outcome = write { (log) throws(UplinkError) in try log.append(records, sync: true) }
-        return (dropped, finish(outcome, dead: 2 * (removals.count + acknowledged)))
+        // Dead: each removed event's add and its del or drop record; a batch event given up at once, its drop record.
+        return (dropped, finish(outcome, dead: 2 * (removals.count + acknowledged) + dropped.count - removals.count))
     }
 
     /// The event leaves; its removal record waits for the next write (see `removalsUnwritten`). While degraded
@@ -86,6 +99,23 @@ public final class DurableOutbox: Outbox {
     }
 
     public var hasUnwrittenChanges: Bool { degraded || !removalsUnwritten.isEmpty || compactionDue }
+
+    /// The device state holds the drops given up so far (or the announcement that tells them): their records need not
+    /// outlive the next compaction.
+    public func dropsSaved() { dropsKept.removeAll() }
+
+    private func keep(dropped seqs: [UInt64]) {
+        for seq in seqs.sorted() {
+            if let last = dropsKept.last, last.upperBound + 1 == seq {
+                dropsKept[dropsKept.count - 1] = last.lowerBound...seq
+            } else {
+                dropsKept.append(seq...seq)
+            }
+        }
+        if dropsKept.count > Self.dropRangesKept {
+            dropsKept = [dropsKept.map(\.lowerBound).min()!...dropsKept.map(\.upperBound).max()!]
+        }
+    }
 
     /// The removed events' records are as many as the capacity: the file is to be compacted by `writeChanges()`,
     /// called when the loop has nothing else to do, so that no event waits behind the rewrite and its syncs (on an
@@ -105,7 +135,7 @@ public final class DurableOutbox: Outbox {
 
     public func replaceAll(_ replacement: [OutboxEntry]) -> UplinkError? {
         entries = replacement
-        let outcome = write { (log) throws(UplinkError) in try log.rewrite(replacement) }
+        let outcome = write { (log) throws(UplinkError) in try log.rewrite(replacement, drops: dropsKept) }
         let dead = -deadRecords   // the old file's records, all gone with it
         return finish(outcome, dead: dead)
     }
@@ -122,7 +152,7 @@ public final class DurableOutbox: Outbox {
     private func write(_ body: (OutboxLog) throws(UplinkError) -> Void) -> Write {
         if degraded {
             // Put everything on disk again before anything else.
-            do { try log.rewrite(entries) } catch { return .failed(error) }
+            do { try log.rewrite(entries, drops: dropsKept) } catch { return .failed(error) }
             degraded = false
             deadRecords = 0
             removalsUnwritten = []
@@ -168,7 +198,7 @@ public final class DurableOutbox: Outbox {
     }
 
     private func compact() throws(UplinkError) {
-        try log.rewrite(entries)
+        try log.rewrite(entries, drops: dropsKept)
         deadRecords = 0
         removalsUnwritten = []
         compactionDue = false

@@ -26,6 +26,8 @@ public protocol Outbox: AnyObject {
     func writeChanges() -> UplinkError?
     /// Replaces every pending entry (same events, in the same order, e.g. with corrected times).
     func replaceAll(_ entries: [OutboxEntry]) -> UplinkError?
+    /// The caller has saved the drops given up so far (see `DurableOutbox`'s drop records).
+    func dropsSaved()
 }
 
 /// The outbox held in memory only: lost with the process.
@@ -53,6 +55,7 @@ public final class MemoryOutbox: Outbox {
 
     public var hasUnwrittenChanges: Bool { false }
     public var compactionDue: Bool { false }
+    public func dropsSaved() {}
     public func writeChanges() -> UplinkError? { nil }
 }
 

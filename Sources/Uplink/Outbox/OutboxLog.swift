@@ -2,8 +2,9 @@ import FoundationEssentials
 import Glibc
 
 /// The outbox's file: an append-only log of records `[length u32 LE][crc32 u32 LE][JSON]`, each
-/// either an event added (`{"add": entry}`), one removed (`{"del": seq}`: acknowledged or dropped),
-/// or, first in a compacted file, the highest seq the outbox ever stored (`{"floor": seq}`).
+/// either an event added (`{"add": entry}`), one removed (`{"del": seq}`: acknowledged), one given up by the full
+/// outbox (`{"drop": seq}`: to be declared), or, first in a compacted file, the highest seq the outbox ever stored
+/// (`{"floor": seq}`).
 /// After the last record the file holds a reserve of zeros, written and synced ahead of use: a record
 /// then overwrites blocks the file already has, and its sync is a data flush only (a file that grew
 /// would need a filesystem journal commit too: twice the flushes, and the wear, on an SD card).
@@ -12,7 +13,26 @@ final class OutboxLog {
     struct Record: Codable {
         var add: OutboxEntry?
         var del: UInt64?
+        /// Events the full outbox gave up, seqs `drop` to `dropTo` (or `drop` alone): removed like `del`, and declared
+        /// dropped by the next start unless the device state says they were (a crash between this record's sync and
+        /// the state file's save loses nothing).
+        var drop: UInt64?
+        var dropTo: UInt64?
         var floor: UInt64?
+
+        init(add: OutboxEntry? = nil, del: UInt64? = nil, drop: UInt64? = nil, dropTo: UInt64? = nil, floor: UInt64? = nil) {
+            self.add = add
+            self.del = del
+            self.drop = drop
+            self.dropTo = dropTo
+            self.floor = floor
+        }
+
+        init(dropped seqs: ClosedRange<UInt64>) {
+            self.init(drop: seqs.lowerBound, dropTo: seqs.count > 1 ? seqs.upperBound : nil)
+        }
+
+        enum CodingKeys: String, CodingKey { case add, del, drop, dropTo = "drop_to", floor }
     }
 
     struct Loaded {
@@ -20,8 +40,11 @@ final class OutboxLog {
         var records: Int
         /// The highest seq the outbox ever stored (pending or not).
         var highest: UInt64
-        /// Seqs a damaged stretch of the file may have held: declared dropped by the caller.
+        /// Seqs a damaged stretch of the file may have held, and events the full outbox gave up (drop records):
+        /// declared dropped by the caller.
         var lost: [ClosedRange<UInt64>]
+        /// The drop records' seqs (kept through compactions until the device state has them).
+        var drops: [ClosedRange<UInt64>]
         /// What was wrong with the file, for the log and a fault event.
         var problems: [String]
     }
@@ -88,13 +111,17 @@ final class OutboxLog {
         let fd = Glibc.open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o640)
         guard fd >= 0 else { throw UplinkError(.outbox, "cannot open outbox file \(path): \(DurableFile.errnoText())") }
         let log = OutboxLog(path: path, fd: fd, highest: parsed.highest, size: off_t(parsed.goodEnd), reserved: reserved)
+        // What the damage took is kept in the new file as drop records too: the damaged one is aside now, and a crash
+        // before the device state saves these seqs must not make them a silent gap.
+        let drops = parsed.drops + parsed.lost
         if parsed.damaged {
             // Start the new file with what was recovered from the damaged one.
-            try log.rewrite(entries)
-            records = entries.count + 1
+            try log.rewrite(entries, drops: drops)
+            records = entries.count + drops.count + 1
         }
         DurableFile.syncDirectory(of: path)
-        return (log, Loaded(entries: entries, records: records, highest: parsed.highest, lost: parsed.lost, problems: problems))
+        return (log, Loaded(entries: entries, records: records, highest: parsed.highest,
+                            lost: drops.sorted { $0.lowerBound < $1.lowerBound }, drops: drops, problems: problems))
     }
 
     /// Appends records; with `sync`, they are on disk when this returns.
@@ -128,10 +155,11 @@ final class OutboxLog {
     }
 
     /// Replaces the file with just these events (temp file, fsync, rename): compaction. The
-    /// floor record first keeps the highest seq ever stored.
-    func rewrite(_ entries: [OutboxEntry]) throws(UplinkError) {
-        let top = max(highest, entries.map(\.event.seq).max() ?? 0)
+    /// floor record first keeps the highest seq ever stored; `drops` are written again as drop records.
+    func rewrite(_ entries: [OutboxEntry], drops: [ClosedRange<UInt64>]) throws(UplinkError) {
+        let top = max(highest, entries.map(\.event.seq).max() ?? 0, drops.map(\.upperBound).max() ?? 0)
         var bytes = OutboxLog.frame(Record(floor: top))
+        for seqs in drops { bytes += OutboxLog.frame(Record(dropped: seqs)) }
         for entry in entries { bytes += OutboxLog.frame(Record(add: entry)) }
         // With a fresh reserve; without one if the disk has no room for it.
         var withReserve = true
@@ -162,7 +190,7 @@ final class OutboxLog {
     /// seqs damaged stretches may have held: between the last event stored before a stretch and the first one after it.
     static func parse(_ file: [UInt8])
         -> (entries: [OutboxEntry], records: Int, highest: UInt64, goodEnd: Int, contentEnd: Int, damaged: Bool,
-            lost: [ClosedRange<UInt64>]) {
+            lost: [ClosedRange<UInt64>], drops: [ClosedRange<UInt64>]) {
         // The zeroed reserve is not content: every record ends in a `}`.
         let contentEnd = (file.lastIndex { $0 != 0 } ?? -1) + 1
         let bytes = contentEnd == file.count ? file : Array(file[..<contentEnd])
@@ -172,11 +200,12 @@ final class OutboxLog {
         var lost: [ClosedRange<UInt64>] = []
         var damagedAfter: UInt64?   // a damaged stretch follows the event with this seq
         var damaged = false
+        var drops: [ClosedRange<UInt64>] = []
         while offset < bytes.count {
             guard let (record, end) = readRecord(bytes, at: offset) else {
                 // Damaged here, or the torn tail of the file: look for the next intact record.
                 guard let next = (offset + 1..<bytes.count).first(where: { readRecord(bytes, at: $0) != nil }) else {
-                    return (pending, records, highest, offset, contentEnd, damaged, lost)
+                    return (pending, records, highest, offset, contentEnd, damaged, lost, drops)
                 }
                 damagedAfter = damagedAfter ?? highest
                 damaged = true
@@ -193,11 +222,17 @@ final class OutboxLog {
                 highest = max(highest, entry.event.seq)
             }
             if let seq = record.del { pending.removeAll { $0.event.seq == seq } }
+            if let first = record.drop, (record.dropTo ?? first) >= first {
+                let seqs = first...(record.dropTo ?? first)
+                pending.removeAll { seqs.contains($0.event.seq) }
+                drops.append(seqs)
+                highest = max(highest, seqs.upperBound)
+            }
             records += 1
             offset = end
         }
         // (A stretch with only removals in it loses nothing: their events come back and are sent again, same ids.)
-        return (pending, records, highest, offset, contentEnd, damaged, lost)
+        return (pending, records, highest, offset, contentEnd, damaged, lost, drops)
     }
 
     /// The record at `offset` and where it ends, if its length, CRC and JSON all hold.

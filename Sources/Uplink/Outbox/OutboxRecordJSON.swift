@@ -23,6 +23,8 @@ extension OutboxLog.Record: WireWritable {
             add.write(to: &w)
         }
         w.unsigned("del", ifPresent: del)
+        w.unsigned("drop", ifPresent: drop)
+        w.unsigned("drop_to", ifPresent: dropTo)
         w.unsigned("floor", ifPresent: floor)
         w.close()
     }
