@@ -26,10 +26,14 @@ public final class PostgresConnection {
             if let parseError { PQfreemem(parseError) }
             throw PostgresError(.badURL, "'\(redacted(url))' is not a valid database URL: \(firstLine(detail))")
         }
-        // Defaults first: what the URL says overrides them. Server notices ("already exists,
-        // skipping") are not for the bridge's log.
-        let keys = ["connect_timeout", "application_name", "options", "dbname"]
-        let values = [String(timeoutSeconds), "parkwise-bridge", "-c client_min_messages=warning", url]
+        // Defaults first: what the URL says overrides them (`dbname` is expanded where it stands).
+        // `options` comes after the URL, the URL's own appended to ours: the server takes the last
+        // `-c` of a setting, so an explicit one wins. Server notices ("already exists, skipping")
+        // are not for the bridge's log.
+        let options = [sessionDefaults, urlOption(url, "options")].compactMap { $0 }.joined(separator: " ")
+        let settings = [("connect_timeout", String(timeoutSeconds)), ("application_name", "parkwise-bridge")]
+            + networkDefaults + [("dbname", url), ("options", options)]
+        let keys = settings.map(\.0), values = settings.map(\.1)
         let handle = withCStrings(keys) { k in withCStrings(values) { v in PQconnectdbParams(k, v, 1) } }
         guard let handle else { throw PostgresError(.connection, "out of memory creating a database connection") }
         let connection = PostgresConnection(handle: handle)
@@ -38,6 +42,13 @@ public final class PostgresConnection {
                                 libraryCode: Int32(bitPattern: PQstatus(handle).rawValue))
         }
         return connection
+    }
+
+    /// The value libpq uses for connection option `keyword` (e.g. `keepalives_idle`), nil when unset.
+    public func option(_ keyword: String) -> String? {
+        guard let list = PQconninfo(handle) else { return nil }
+        defer { PQconninfoFree(list) }
+        return entry(list, keyword)?.val.map { String(cString: $0) }
     }
 
     /// Whether the connection is still usable (libpq's view after the last call).
@@ -78,6 +89,43 @@ public final class PostgresConnection {
     }
 
     private var lastError: String { PQerrorMessage(handle).map { String(cString: $0) } ?? "" }
+}
+
+/// A silently dropped link (no FIN, no RST) is noticed within about 25 s, not TCP's 2 hours: probes
+/// after 10 s idle, every 5 s, 3 unanswered ones end it; data unacknowledged for 30 s ends it too
+/// (tcp_user_timeout, libpq 12 and later). The URL may set each of them.
+private let networkDefaults: [(String, String)] = {
+    let all = [("keepalives", "1"), ("keepalives_idle", "10"), ("keepalives_interval", "5"), ("keepalives_count", "3"),
+               ("tcp_user_timeout", "30000")]
+    return all.filter { libpqKnows($0.0) }
+}()
+
+/// The session's defaults: an orphaned transaction (its client gone silent) ends after 60 s and
+/// releases its row locks.
+private let sessionDefaults = "-c client_min_messages=warning -c idle_in_transaction_session_timeout=60s"
+
+/// Whether this libpq accepts `keyword` in a connection string.
+private func libpqKnows(_ keyword: String) -> Bool {
+    guard let defaults = PQconndefaults() else { return false }
+    defer { PQconninfoFree(defaults) }
+    return entry(defaults, keyword) != nil
+}
+
+/// The value `url` gives `keyword`, if it gives one.
+private func urlOption(_ url: String, _ keyword: String) -> String? {
+    guard let parsed = PQconninfoParse(url, nil) else { return nil }
+    defer { PQconninfoFree(parsed) }
+    return entry(parsed, keyword)?.val.map { String(cString: $0) }
+}
+
+/// `keyword`'s entry in a libpq option list (ended by a NULL keyword).
+private func entry(_ list: UnsafeMutablePointer<PQconninfoOption>, _ keyword: String) -> PQconninfoOption? {
+    var option = list
+    while let name = option.pointee.keyword {
+        if String(cString: name) == keyword { return option.pointee }
+        option += 1
+    }
+    return nil
 }
 
 /// The URL without its password, for messages and logs.

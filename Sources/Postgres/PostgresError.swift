@@ -31,6 +31,17 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
     /// A deadlock, serialization or lock failure: the same transaction may simply be run again.
     public var isTransient: Bool { ["40001", "40P01", "55P03"].contains(sqlState ?? "") }
 
+    /// The server refused the statement's data (SQLSTATE class 22 data exception, 23 integrity
+    /// constraint violation): the same values fail again whatever state the database is in. Every
+    /// other failure (read-only, disk full, timeout, privilege, …) is the database's own fault.
+    public var isDataError: Bool {
+        code == .query && sqlState.map { $0.hasPrefix("22") || $0.hasPrefix("23") } == true
+    }
+
+    /// The session cannot write (a standby, e.g. the old primary after a failover): a new connection
+    /// may reach the writable server.
+    public var isReadOnly: Bool { sqlState == "25006" }
+
     public var description: String {
         var text = message
         if let sqlState { text += " (SQLSTATE \(sqlState))" } else if let libraryCode { text += " (code \(libraryCode))" }

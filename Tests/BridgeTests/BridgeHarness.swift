@@ -41,10 +41,11 @@ final class BridgeFixture {
 
     /// Starts `parkwise-bridge run` with this YAML config.
     @discardableResult
-    func startBridge(config: String = "accept_simulated: true\nreassert_every: 200ms\n", extra: [String] = []) throws -> Child {
+    func startBridge(config: String = "accept_simulated: true\nreassert_every: 200ms\n", database: String? = nil,
+                     extra: [String] = []) throws -> Child {
         let path = dir.appendingPathComponent("bridge-\(UUID().uuidString.prefix(4)).yaml").path
         try config.write(toFile: path, atomically: true, encoding: .utf8)
-        let child = try Child(bridgeBinary, ["run", "--broker", broker.url, "--database", url, "--config", path] + extra)
+        let child = try Child(bridgeBinary, ["run", "--broker", broker.url, "--database", database ?? url, "--config", path] + extra)
         bridge = child
         guard eventually(15, { child.stderr.contains("bridge running") || child.hasExited }), !child.hasExited else {
             throw HarnessError("bridge did not start: \(child.stderr)")

@@ -14,7 +14,8 @@ enum RunCommand {
         while the bridge is away. Writes spots (source 'sensor'), reservation check-ins and
         check-outs, and occupancy snapshots; see deploy/backend/README.md. The database must have
         been migrated (parkwise-bridge migrate). SIGTERM or SIGINT stops gracefully (what was
-        received is committed first); a second one forces.
+        received is committed first; a failing database holds the stop at most stop_grace, then it
+        exits 1); a second one forces.
         """,
         options: [
             .init(name: "broker", value: "url", help: "The broker, e.g. mqtt://127.0.0.1:1883 or mqtts://broker:8883.", required: true),

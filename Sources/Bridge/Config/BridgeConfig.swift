@@ -19,6 +19,9 @@ struct BridgeConfig: Sendable {
     var shareGroup: String?
     /// How often the bridge re-asserts what its sensors see over the backend's own writes.
     var reassertEvery: Duration = .seconds(5)
+    /// At a stop, how long a failing database may hold it (received messages not yet committed are
+    /// then given up; systemd's TimeoutStopSec is 30 s).
+    var stopGrace: Duration = .seconds(20)
     /// Messages applied per transaction at most.
     var batchSize = 500
     /// MQTT username and password, a file of `username=` and `password=` lines (mode 0600), as the agent's.
@@ -44,7 +47,7 @@ struct BridgeConfigReader {
     init(file: String) { self.file = file }
 
     static let keys = ["sites", "devices", "stale_after", "snapshot_every", "accept_simulated", "client_id",
-                       "share_group", "reassert_every", "batch_size", "credentials", "tls"]
+                       "share_group", "reassert_every", "stop_grace", "batch_size", "credentials", "tls"]
 
     static func read(_ root: ConfigNode, file: String) throws(ConfigIssues) -> BridgeConfig {
         var reader = BridgeConfigReader(file: file)
@@ -72,6 +75,7 @@ struct BridgeConfigReader {
             case "stale_after": duration(value).map { config.staleAfter = $0 }
             case "snapshot_every": duration(value).map { config.snapshotEvery = $0 }
             case "reassert_every": duration(value).map { config.reassertEvery = $0 }
+            case "stop_grace": duration(value).map { config.stopGrace = $0 }
             case "accept_simulated": boolean(value).map { config.acceptSimulated = $0 }
             case "client_id": text(value).map { config.clientID = $0 }
             case "share_group": text(value).map { config.shareGroup = $0 }

@@ -11,9 +11,10 @@ import Glibc
 
 /// The running bridge. The MQTT thread (Uplink's link) only appends messages to the queue; one
 /// dedicated database thread takes them in batches and applies each batch in one transaction.
-/// A batch that fails for a lost connection is kept and retried on a new connection (backoff),
-/// so nothing received is dropped while the process lives; after a crash the retained states and
-/// a rebirth request rebuild what was received but not committed.
+/// A batch the database fails (connection lost, read-only, full…) is kept and retried (backoff), so
+/// nothing received is dropped while the process lives; after a crash, or a stop the database held
+/// past `stop_grace`, the retained states and a rebirth request rebuild what was received but not
+/// committed.
 final class BridgeRuntime: Sendable {
     struct Settings: Sendable {
         var databaseURL: String
@@ -30,8 +31,9 @@ final class BridgeRuntime: Sendable {
     private let linkStopped = Atomic<Bool>(false)
     /// The link thread's latest broker connection number (0: never connected).
     private let connection = ConnectionNumber()
-    private let lastProblem = Mutex<String?>(nil)
     private let done = DispatchSemaphore(value: 0)
+    /// Messages the database loop gave up at the stop (0: all committed).
+    private let abandoned = Atomic<Int>(0)
 
     init(settings: Settings) {
         self.settings = settings
@@ -56,7 +58,7 @@ final class BridgeRuntime: Sendable {
         nonisolated(unsafe) let first = db
         let worker = DedicatedThread { [self] in
             var loop = DatabaseLoop(runtime: self, db: first, gate: DeviceGate(config: settings.config, known: knownFeeds))
-            loop.run()
+            abandoned.store(loop.run(), ordering: .releasing)
             done.signal()
         }
         link.start()
@@ -83,6 +85,7 @@ final class BridgeRuntime: Sendable {
         queue.wake()
         done.wait()
         worker.join()
+        guard abandoned.load(ordering: .acquiring) == 0 else { return ExitCode.failure }
         Log.info("bridge stopped", [:])
         return ExitCode.success
     }
@@ -100,18 +103,6 @@ final class BridgeRuntime: Sendable {
         let topic = Topics(site: key.site, device: key.device).command("rebirth")
         if case .offline = link.publish(topic: topic, payload: Array("{}".utf8), retain: false) {
             Log.debug("rebirth not sent, broker offline", ["device": key])
-        }
-    }
-
-    /// Logs a database problem once until it changes.
-    func problem(_ text: String?) {
-        let changed = lastProblem.withLock { last in
-            defer { last = text }
-            return last != text
-        }
-        guard changed else { return }
-        if let text { Log.error("database unavailable, holding received messages", ["error": text, "held": queue.count]) } else {
-            Log.info("database available again", [:])
         }
     }
 }

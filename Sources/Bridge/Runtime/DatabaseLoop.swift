@@ -7,6 +7,12 @@ import Glibc
 
 /// The database thread's work: batches in, one transaction each; periodic sweeps (stale devices,
 /// re-assert over the backend's writes, snapshots). Runs until stopped and drained.
+///
+/// A message whose data the server refuses (SQLSTATE class 22 or 23) is the only thing ever skipped.
+/// Any other failure is the database's (connection lost, read-only after a failover, disk full, a
+/// timeout, a privilege revoked…): the batch is kept and retried after a wait that doubles from 1 s
+/// to 30 s, on a new connection when the old one is gone or read-only. Retrying is safe: a failed
+/// transaction left nothing, and every write is idempotent or ordered by the device's seq.
 struct DatabaseLoop {
     let runtime: BridgeRuntime
     var applier: Applier?
@@ -14,7 +20,15 @@ struct DatabaseLoop {
     /// Admitted messages not yet committed; kept across failures.
     private var pending: [FeedMessage] = []
     private var pendingReceived: [Int64] = []
+    private var outage = LogStreak(.error, "database unavailable, holding received messages", ended: "database available again")
+    /// The current outage's SQLSTATE (or error code): a change is worth a line of its own.
+    private var outageKind = ""
+    private var sessionLogged = false
     private var attempt = 0
+    /// Deadlocks and serialization failures in a row (retried at once a few times).
+    private var collisions = 0
+    /// When a stop stops waiting for the database (set when the stop is seen).
+    private var stopDeadline: Double?
     private var nextSweep = 0.0
     private var nextSpotRefresh = 0.0
     private var lastSlot: Int64 = -1
@@ -25,10 +39,13 @@ struct DatabaseLoop {
     init(runtime: BridgeRuntime, db: PostgresConnection, gate: DeviceGate) {
         self.runtime = runtime
         self.gate = gate
+        logSession(db)
         applier = try? Applier(db: db)
     }
 
-    mutating func run() {
+    /// Runs until stopped; returns how many received messages a database fault kept from being
+    /// committed before the stop's grace ran out (0 after a clean drain).
+    mutating func run() -> Int {
         while true {
             if pending.isEmpty {
                 if runtime.isStopping && runtime.isDrained { break }
@@ -36,31 +53,26 @@ struct DatabaseLoop {
                 pending = gate.admit(items.map { FeedMessage.decode(topic: $0.topic, payload: $0.payload) })
                 pendingReceived = items.map(\.received)
             }
-            guard let applier = connected() else {
-                backoff()
-                continue
+            if graceOver() {
+                let held = pending.count + runtime.feed.count
+                Log.error("stopping with messages not committed, the devices' retained states rebuild them",
+                          ["held": held, "grace_s": seconds(runtime.config.stopGrace)])
+                logStats(force: true)
+                return held
             }
+            guard let applier = connected() else { continue }
             do {
                 if !pending.isEmpty { try commit(applier) }
                 try periodic(applier)
                 attempt = 0
-                runtime.problem(nil)
+                collisions = 0
+                outage.ended()
             } catch {
-                if error.isConnectionLoss || !applier.db.isOK {
-                    self.applier = nil
-                    runtime.problem(error.description)
-                } else if error.isTransient {
-                    Log.debug("batch retried", ["error": error])   // a deadlock or serialization failure
-                } else if pending.count > 1 {
-                    // A statement the server rejects: apply one at a time to keep the rest.
-                    isolate(applier, error)
-                } else {
-                    Log.error("message cannot be applied, skipped", ["error": error])
-                    pending = []
-                }
+                failed(applier, error)
             }
         }
         logStats(force: true)
+        return 0
     }
 
     private mutating func commit(_ applier: Applier) throws(PostgresError) {
@@ -77,22 +89,52 @@ struct DatabaseLoop {
         logStats(force: false)
     }
 
+    private mutating func failed(_ applier: Applier, _ error: PostgresError) {
+        guard error.isDataError && applier.db.isOK else { return fault(error) }
+        if pending.isEmpty {
+            Log.warn("sweep failed, tried again at the next one", ["error": error])   // nothing held
+        } else if pending.count > 1 {
+            isolate(applier, error)   // one message's data: apply one at a time to keep the rest
+        } else {
+            Log.error("message cannot be applied, skipped", ["error": error])
+            pending = []
+            pendingReceived = []
+        }
+    }
+
+    /// The database's own failure: what is held stays held, and the same work is tried again later.
+    private mutating func fault(_ error: PostgresError) {
+        if error.isTransient && collisions < 5 {
+            collisions += 1
+            Log.debug("batch retried", ["error": error])   // a deadlock or serialization failure
+            sleepThread(microseconds: UInt32.random(in: 10_000...100_000))
+            return
+        }
+        if error.isConnectionLoss || error.isReadOnly || applier?.db.isOK == false { applier = nil }
+        let held = pending.count + runtime.feed.count
+        let kind = error.sqlState ?? error.code.rawValue
+        if outage.total > 0 && kind != outageKind {
+            Log.error("database still unavailable, for another reason", ["error": error, "held": held])
+        }
+        outageKind = kind
+        outage.occurred(1, ["error": error, "held": held])
+        backoff()
+    }
+
     private mutating func isolate(_ applier: Applier, _ error: PostgresError) {
         Log.warn("batch rejected, applying its messages one by one", ["error": error, "messages": pending.count])
-        var rest: [FeedMessage] = []
         for (i, message) in pending.enumerated() {
-            do { _ = try applier.apply([message]) } catch {
-                if error.isConnectionLoss || !applier.db.isOK {
-                    rest = Array(pending[i...])
-                    self.applier = nil
-                    runtime.problem(error.description)
-                    break
+            do { for key in try applier.apply([message]).rebirth { runtime.rebirth(key) } } catch {
+                guard error.isDataError && applier.db.isOK else {
+                    pending = Array(pending[i...])
+                    pendingReceived = Array(pendingReceived.suffix(pending.count))
+                    return fault(error)
                 }
                 Log.error("message cannot be applied, skipped", ["error": error])
             }
         }
-        pending = rest
-        pendingReceived = Array(pendingReceived.suffix(rest.count))
+        pending = []
+        pendingReceived = []
     }
 
     private mutating func connected() -> Applier? {
@@ -100,19 +142,42 @@ struct DatabaseLoop {
         do {
             let db = try PostgresConnection.connect(url: runtime.databaseURL)
             let fresh = try Applier(db: db)
+            logSession(db)
             applier = fresh
             return fresh
         } catch {
-            runtime.problem(error.description)
+            fault(error)
             return nil
         }
     }
 
+    /// Waits 1, 2, 4 … 30 s (less a random part, so that bridges do not retry in step); a stop
+    /// waits at most until its grace is over.
     private mutating func backoff() {
         attempt += 1
-        let delay = min(10.0, 0.2 * Double(1 << min(attempt, 6))) * Double.random(in: 0.5...1.0)
+        let delay = min(30.0, Double(1 << min(attempt - 1, 5))) * Double.random(in: 0.5...1.0)
         let until = monotonicSeconds() + delay
-        while monotonicSeconds() < until { sleepThread(microseconds: 20_000) }
+        while monotonicSeconds() < until && !graceOver() { sleepThread(microseconds: 20_000) }
+    }
+
+    /// A stop was asked for `stop_grace` ago while the database is failing.
+    private mutating func graceOver() -> Bool {
+        guard runtime.isStopping else { return false }
+        let now = monotonicSeconds()
+        if stopDeadline == nil { stopDeadline = now + seconds(runtime.config.stopGrace) }
+        return outage.total > 0 && now >= stopDeadline!
+    }
+
+    /// The session's network and timeout settings, as libpq and the server use them.
+    /// Once at info, then (each reconnection) at debug.
+    private mutating func logSession(_ db: PostgresConnection) {
+        let idle = (try? db.query("SELECT current_setting('idle_in_transaction_session_timeout')"))?.first?[0]
+        defer { sessionLogged = true }
+        Log.log(sessionLogged ? .debug : .info, "database session", [
+            "keepalives_idle_s": db.option("keepalives_idle") ?? "-", "keepalives_interval_s": db.option("keepalives_interval") ?? "-",
+            "keepalives_count": db.option("keepalives_count") ?? "-", "tcp_user_timeout_ms": db.option("tcp_user_timeout") ?? "-",
+            "idle_in_transaction_session_timeout": idle ?? "-",
+        ])
     }
 
     /// Every `reassert_every`: devices offline too long leave the free count, the sensors' view is
