@@ -161,6 +161,32 @@ import TestSupport
 }
 
 /// occupancy_snapshots like the simulator's: one row per level per slot, source 'sensor'.
+/// A device that lost its state directory and restarted until `boot` was back at the stored one sends seqs it used
+/// before, with new events: detected (the same boot and seq under another id), accepted, rebuilt.
+@Suite struct CounterResetTests {
+    @Test func aSeqUsedAgainForAnotherEventRestartsTheDevicesOrder() throws {
+        let fixture = try BridgeFixture()
+        let bridge = try fixture.startBridge()
+        var device = FakeDevice(fixture.broker)
+        device.boot = 2
+        let commands = try Subscriber(fixture.broker, filter: device.prefix + "/cmd/#")
+        try commands.listen()
+        device.online()
+        device.event("spot.occupied", #""spot":"P3-A-05","level":"P3""#)
+        device.event("spot.vacated", #""spot":"P3-A-05","level":"P3""#)
+        device.event("spot.occupied", #""spot":"P3-A-06","level":"P3""#)
+        #expect(fixture.waitFor("SELECT last_seq FROM sensor_devices", "3"))
+        #expect(fixture.waitFor("SELECT status FROM spots WHERE id = 'P3-A-05'", "free"))
+        var reborn = FakeDevice(fixture.broker)   // same id, counters lost: boot 2 again, seqs from 1
+        reborn.boot = 2
+        reborn.event("spot.occupied", #""spot":"P3-A-05","level":"P3""#)
+        #expect(fixture.waitFor("SELECT status FROM spots WHERE id = 'P3-A-05'", "occupied"), "\(bridge.stderr)")
+        #expect(bridge.stderr.contains("device used a seq again for another event"), "\(bridge.stderr)")
+        #expect(eventually(10) { commands.messages.contains { $0.topic == device.prefix + "/cmd/rebirth" } })
+        #expect(fixture.query("SELECT last_seq FROM sensor_devices") == "1")
+    }
+}
+
 @Suite struct SnapshotTests {
     @Test func eachLevelGetsOneSnapshotPerSlotAndAnUnknownCountNone() throws {
         let fixture = try BridgeFixture()

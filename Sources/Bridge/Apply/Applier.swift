@@ -57,6 +57,7 @@ final class Applier {
                 case .status(let key, let status): try apply(key, status)
                 case .event(let key, let event, let json):
                     if fresh.contains(event.id.lowercased()) && seen.insert(event.id.lowercased()).inserted {
+                        try checkReuse(key, event)
                         try apply(key, event, json: json)
                     } else {
                         outcome.duplicates += 1
@@ -232,6 +233,25 @@ final class Applier {
             break
         }
         touchedSpots.insert(spot)
+    }
+
+    /// A new event with a seq its device already used in this boot, under another id: its counters went back (its
+    /// state directory was lost, and restarts brought `boot` back up to the stored one) or two boards share its id.
+    /// (A new id with a lower seq alone is no proof: with a shared subscription a seq may come after a higher one.)
+    /// Accepted: the device's spot order restarts, and its retained states rebuild its spots.
+    private func checkReuse(_ key: DeviceKey, _ event: EventPayload) throws(PostgresError) {
+        guard let cursor = cursors[key], event.boot == cursor.boot, event.seq <= cursor.lastSeq,
+              try db.query(SQL.seqUsedByAnotherEvent, [key.site, key.device, String(event.boot), String(event.seq), event.id]).first != nil
+        else { return }
+        let was = cursor.lastSeq
+        onCommit {
+            Log.warn("device used a seq again for another event (state directory lost, or two boards with its id), rebuilding",
+                     ["device": key, "boot": event.boot, "seq": event.seq, "last_seq": was])
+        }
+        try flushSpots()
+        try db.query(SQL.resetSpotOrder, [key.site, key.device])
+        cursors[key] = DeviceCursor(boot: event.boot, lastSeq: 0)
+        outcome.rebirth.insert(key)
     }
 
     /// Tracks the device's highest seq; a jump over missing seqs is a detected gap, healed by a rebirth.

@@ -38,6 +38,12 @@ enum SQL {
         WHERE site = $1 AND device = $2
         """
 
+    /// Another event of the device's with this boot and seq (not this id).
+    static let seqUsedByAnotherEvent = """
+        SELECT 1 FROM sensor_events WHERE site = $1 AND device = $2 AND boot = $3::bigint AND seq = $4::bigint
+          AND id <> $5::uuid LIMIT 1
+        """
+
     /// A device whose state directory was lost counts again from seq 1: its spots' order restarts too.
     static let resetSpotOrder = "UPDATE sensor_spots SET seq = 0, ord = 0 WHERE site = $1 AND device = $2"
 
