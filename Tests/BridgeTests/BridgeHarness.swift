@@ -159,11 +159,6 @@ struct FakeDevice {
         return #"{"at":"\#(at)","boot":\#(boot),"clock":"\#(clock)","id":"\#(UUID().uuidString.lowercased())","seq":\#(seq),"type":"\#(type)"\#(fields.isEmpty ? "" : "," + fields)}"#
     }
 
-    /// Sends an event with a new id and the given (old) seq, leaving the device's seq where it is.
-    func event(_ type: String, seq old: UInt64, at: String, _ fields: String) {
-        send("events", #"{"at":"\#(at)","boot":\#(boot),"clock":"synced","id":"\#(UUID().uuidString.lowercased())","replayed":true,"seq":\#(old),"type":"\#(type)",\#(fields)}"#)
-    }
-
     /// Moves the seq on without sending (events lost on the way).
     mutating func skip(_ count: UInt64) { seq += count }
 }

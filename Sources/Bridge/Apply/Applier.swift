@@ -61,6 +61,9 @@ final class Applier {
                         try apply(key, event, json: json)
                     } else {
                         outcome.duplicates += 1
+                        // A declaration seen before still asks for a rebirth: the first one's request may have been
+                        // lost (a commit whose reply never came, then retried; a broker away). One more is harmless.
+                        if event.type == "outbox.dropped" { outcome.rebirth.insert(key) }
                         if event.clock == "corrected" {
                             // Its unsynced copy may be in this batch, its spot write not flushed yet: flushed first,
                             // so the re-dating below finds the times it corrects.

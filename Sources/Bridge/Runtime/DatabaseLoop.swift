@@ -187,9 +187,9 @@ struct DatabaseLoop {
         let number = runtime.connectionNumber
         guard number > 0 else { return }   // nothing is written before the bridge has started
         if number != seenConnection {
-            seenConnection = number
             let online = try applier.db.query(SQL.onlineDevices).rows
             for row in online { if let site = row[0], let device = row[1] { runtime.rebirth(DeviceKey(site: site, device: device)) } }
+            seenConnection = number   // only now: a failed query tries again (a rebirth is the only way to the retained states)
         }
         let now = monotonicSeconds()
         guard now >= nextSweep else { return }
