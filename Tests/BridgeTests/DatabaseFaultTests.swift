@@ -72,6 +72,33 @@ import TestSupport
         #expect(fixture.waitFor("SELECT status FROM spots WHERE id = 'P1-B-06'", "occupied"), "\(bridge.stderr)")
     }
 
+    /// A fault outlasting `hold_at_most` held messages: newer events are dropped and said so, so the bridge does not
+    /// grow; once the database is back the jump is a detected gap and the rest is applied.
+    @Test func anOutageBeyondTheHoldDropsNewerEventsAndSaysSo() throws {
+        let fixture = try BridgeFixture()
+        let bridge = try fixture.startBridge(config: "accept_simulated: true\nreassert_every: 200ms\nhold_at_most: 100\n")
+        var device = FakeDevice(fixture.broker)
+        device.online()
+        occupy(&device, ["P1-C-01"])
+        #expect(fixture.waitFor("SELECT count(*) FROM sensor_events", "1"), "\(bridge.stderr)")
+        try fixture.cluster.sql("ALTER DATABASE \(fixture.database) SET default_transaction_read_only = on")
+        fixture.query("""
+            SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+            WHERE datname = current_database() AND application_name = 'parkwise-bridge'
+            """)
+        #expect(eventually(15) { bridge.stderr.contains("database unavailable, holding received messages") }, "\(bridge.stderr)")
+        occupy(&device, (0..<160).map { "P1-C-\(String(format: "%02d", 2 + $0 % 20))" })
+        #expect(eventually(30) { bridge.stderr.contains("too many messages held, new events dropped") }, "\(bridge.stderr)")
+        try fixture.cluster.sql("ALTER DATABASE \(fixture.database) RESET default_transaction_read_only")
+        #expect(eventually(40) { bridge.stderr.contains("events no longer dropped") }, "\(bridge.stderr)")
+        // The device goes on: its next event shows the jump over what was dropped.
+        occupy(&device, ["P1-C-01"])
+        #expect(fixture.waitFor("SELECT max(seq) FROM sensor_events", "162", seconds: 20), "\(bridge.stderr)")
+        let applied = Int(fixture.query("SELECT count(*) FROM sensor_events")) ?? 0
+        #expect(applied < 162 && applied >= 102, "held at most 100 (besides the batch in hand): \(applied)")
+        #expect(fixture.waitFor("SELECT count(*) > 0 FROM sensor_gaps WHERE NOT declared", "t"), "the drop is a detected gap")
+    }
+
     /// The other way round: a message whose data the database refuses (a time PostgreSQL cannot
     /// read: SQLSTATE 22008) is skipped, said so, and holds up neither the rest nor the bridge.
     @Test func aMessageWhoseDataTheDatabaseRefusesIsSkippedAlone() throws {

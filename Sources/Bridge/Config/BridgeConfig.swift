@@ -24,6 +24,10 @@ struct BridgeConfig: Sendable {
     var stopGrace: Duration = .seconds(20)
     /// Messages applied per transaction at most.
     var batchSize = 500
+    /// Messages held in memory at most while the database is away (about 0.5 kB each): beyond, new events are
+    /// dropped (their seq gaps are detected once the database is back, and the devices' retained states rebuild
+    /// the spots), so a long outage cannot grow the bridge until it is killed and loses everything it held.
+    var holdAtMost = 100_000
     /// MQTT username and password, a file of `username=` and `password=` lines (mode 0600), as the agent's.
     var credentials: String?
     var tls: (ca: String?, cert: String?, key: String?)?
@@ -47,7 +51,7 @@ struct BridgeConfigReader {
     init(file: String) { self.file = file }
 
     static let keys = ["sites", "devices", "stale_after", "snapshot_every", "accept_simulated", "client_id",
-                       "share_group", "reassert_every", "stop_grace", "batch_size", "credentials", "tls"]
+                       "share_group", "reassert_every", "stop_grace", "batch_size", "hold_at_most", "credentials", "tls"]
 
     static func read(_ root: ConfigNode, file: String) throws(ConfigIssues) -> BridgeConfig {
         var reader = BridgeConfigReader(file: file)
@@ -82,7 +86,12 @@ struct BridgeConfigReader {
             case "credentials": text(value).map { config.credentials = $0 }
             case "batch_size":
                 if let n = text(value).flatMap(Int.init), (1...10_000).contains(n) { config.batchSize = n } else {
-                    issue(value, "batch_size must be a whole number from 1 to 10000")
+                    issue(value, "batch_size must be a whole number from 1 to 10000", hint: "500 suits most sites")
+                }
+            case "hold_at_most":
+                if let n = text(value).flatMap(Int.init), (100...10_000_000).contains(n) { config.holdAtMost = n } else {
+                    issue(value, "hold_at_most must be a whole number from 100 to 10000000",
+                          hint: "messages held while the database is away, about 0.5 kB each: 100000 is some 50 MB")
                 }
             case "tls": config.tls = tls(value)
             default:

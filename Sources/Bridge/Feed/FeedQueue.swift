@@ -18,8 +18,13 @@ final class FeedQueue: @unchecked Sendable {
     private let ready = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
     private var items: [Item] = []
     private var head = 0
+    /// Held at most: beyond, events are dropped (`takeDropped`); statuses and states still go in (a device's
+    /// retained state is what rebuilds it, and there are few of them).
+    private let limit: Int
+    private var dropped = 0
 
-    init() {
+    init(limit: Int = .max) {
+        self.limit = limit
         pthread_mutex_init(mutex, nil)
         pthread_cond_init(ready, nil)
     }
@@ -34,6 +39,11 @@ final class FeedQueue: @unchecked Sendable {
     func push(topic: String, payload: [UInt8]) {
         let item = Item(topic: topic, payload: payload, received: monotonicNanoseconds())
         pthread_mutex_lock(mutex)
+        if items.count - head >= limit && topic.hasSuffix("/events") {
+            dropped += 1
+            pthread_mutex_unlock(mutex)
+            return
+        }
         items.append(item)
         pthread_cond_signal(ready)
         pthread_mutex_unlock(mutex)
@@ -66,6 +76,13 @@ final class FeedQueue: @unchecked Sendable {
             head = 0
         }
         return batch
+    }
+
+    /// Events dropped since the last call, the queue being full.
+    func takeDropped() -> Int {
+        pthread_mutex_lock(mutex)
+        defer { dropped = 0; pthread_mutex_unlock(mutex) }
+        return dropped
     }
 
     var count: Int {

@@ -25,7 +25,7 @@ final class BridgeRuntime: Sendable {
     }
 
     private let settings: Settings
-    private let queue = FeedQueue()
+    private let queue: FeedQueue
     private let link: MQTTLink
     private let stopping = Atomic<Bool>(false)
     private let linkStopped = Atomic<Bool>(false)
@@ -37,6 +37,7 @@ final class BridgeRuntime: Sendable {
 
     init(settings: Settings) {
         self.settings = settings
+        queue = FeedQueue(limit: settings.config.holdAtMost)
         let queue = self.queue, connection = self.connection
         link = MQTTLink(settings: settings.link) { event in
             switch event {

@@ -21,6 +21,8 @@ struct DatabaseLoop {
     private var pending: [FeedMessage] = []
     private var pendingReceived: [Int64] = []
     private var outage = LogStreak(.error, "database unavailable, holding received messages", ended: "database available again")
+    private var overflow = LogStreak(.error, "too many messages held, new events dropped (their gaps rebuild from retained states)",
+                                     ended: "events no longer dropped")
     /// The current outage's SQLSTATE (or error code): a change is worth a line of its own.
     private var outageKind = ""
     private var sessionLogged = false
@@ -47,6 +49,12 @@ struct DatabaseLoop {
     /// committed before the stop's grace ran out (0 after a clean drain).
     mutating func run() -> Int {
         while true {
+            let dropped = runtime.feed.takeDropped()
+            if dropped > 0 {
+                overflow.occurred(dropped, ["held": pending.count + runtime.feed.count, "hold_at_most": runtime.config.holdAtMost])
+            } else if runtime.feed.count < runtime.config.holdAtMost / 2 {
+                overflow.ended()
+            }
             if pending.isEmpty {
                 if runtime.isStopping && runtime.isDrained { break }
                 let items = runtime.feed.take(limit: runtime.config.batchSize, timeoutMs: 200)
