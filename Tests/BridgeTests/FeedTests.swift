@@ -43,8 +43,14 @@ import TestSupport
         #expect(fixture.waitFor("SELECT string_agg(status, ',' ORDER BY id) FROM spots WHERE id IN ('P1-B-01', 'P1-B-02')",
                                 "occupied,free"))
         let free = fixture.free("P1")
+        let commands = try Subscriber(fixture.broker, filter: device.prefix + "/cmd/#")
+        try commands.listen()
         device.offline()
         #expect(fixture.waitFor("SELECT stale FROM sensor_devices", "t"))
+        // An offline may be a last will another bridge of a shared group saw overtaken by the reconnect's online: a
+        // rebirth has a device that is up say so again.
+        #expect(eventually(10) { commands.messages.contains { $0.topic == device.prefix + "/cmd/rebirth" } })
+        commands.stop()
         #expect(fixture.waitFor("SELECT string_agg(status || '/' || source, ',' ORDER BY id) FROM spots WHERE id IN ('P1-B-01', 'P1-B-02')",
                                 "disabled/sensor,disabled/sensor"))
         #expect(fixture.free("P1") == free - 1)

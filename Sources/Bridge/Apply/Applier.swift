@@ -146,6 +146,9 @@ final class Applier {
             cursor.boot = boot
             cursors[key] = cursor
             try db.query(SQL.offline, [key.site, key.device])
+            // With a shared subscription another bridge may already have applied the status that came after this last
+            // will (a reconnect): a rebirth has a device that is up say so again (one that is down gets it on return).
+            outcome.rebirth.insert(key)
             return
         }
         if boot < cursor.boot {
