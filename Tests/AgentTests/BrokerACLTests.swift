@@ -35,6 +35,28 @@ final class Listener {
         if !seen { throw HarnessError("listener never saw \(topic): \(listener.child.stderr) \(broker.log)") }
     }
 
+    /// The site broker takes no anonymous login, even on loopback: the monitor logs in as a user the ACL lets read
+    /// the feed (the backend's here), and shows what the devices send.
+    @Test func theMonitorLogsInWithACredentialsFile() throws {
+        let broker = try SiteBroker()
+        let secrets = temporaryDirectory().appendingPathComponent("monitor-login").path
+        try "username=parkwise-backend\npassword=\(SiteBroker.passwords["parkwise-backend"]!)\n"
+            .write(toFile: secrets, atomically: true, encoding: .utf8)
+        chmod(secrets, 0o600)
+        let monitor = try Child(agentBinary, ["monitor", "--broker", "mqtt://127.0.0.1:\(broker.plain)", "--credentials", secrets,
+                                              "--site", "uniandes", "--count", "1"])
+        #expect(eventually(10) { monitor.stdout.contains("monitor: connected") }, "\(monitor.stderr)")
+        let event = #"{"at":"2026-12-01T10:00:00.000Z","boot":1,"clock":"synced","id":"\#(UUID().uuidString.lowercased())","#
+            + #""level":"P2","seq":1,"spot":"P2-A-01","type":"spot.occupied"}"#
+        #expect(try broker.publish(broker.login("p2-east"), a + "/events", event).accepted)
+        #expect(monitor.wait(10) == 0, "\(monitor.stdout) \(monitor.stderr)")
+        #expect(monitor.stdout.contains("spot.occupied   P2-A-01"), "\(monitor.stdout)")
+        // A login file others may read is refused, as the agent refuses it.
+        chmod(secrets, 0o644)
+        let refused = try runAgent(["monitor", "--broker", "mqtt://127.0.0.1:\(broker.plain)", "--credentials", secrets], timeout: 10)
+        #expect(refused.code == 78, "\(refused.err)")
+    }
+
     @Test func aDeviceWritesOnlyItsOwnTree() throws {
         let broker = try SiteBroker()
         let backend = try Listener(broker.login("parkwise-backend"), ["parkwise/#"])

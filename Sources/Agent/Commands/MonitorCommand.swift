@@ -15,6 +15,10 @@ enum MonitorCommand {
             .init(name: "count", value: "n", help: "Exit after this many events."),
             .init(name: "stale", value: "duration",
                   help: "Mark a device that says it is online but has sent nothing for this long (default 10m)."),
+            .init(name: "credentials", value: "file",
+                  help: "A login for a broker that wants one: username= and password= lines, mode 0600 (a user the ACL lets "
+                      + "read parkwise/v1/#, e.g. deploy/mosquitto's parkwise-backend; a device's own login may not)."),
+            .init(name: "ca", value: "file", help: "The CA of an mqtts:// broker's certificate (default: the system's CAs)."),
         ])
 
     private enum Input: Sendable {
@@ -48,6 +52,23 @@ enum MonitorCommand {
             clientID: "parkwise-monitor-\(ProcessInfo.processInfo.processIdentifier)", keepaliveSeconds: 30,
             will: nil, subscriptions: [Topics.siteFilter(args.option("site"))])
         settings.unreachableMessage = "broker unreachable, retrying"
+        if let path = args.option("credentials") {
+            do {
+                let login = try Credentials.load(path: path)
+                settings.username = login.username
+                settings.password = login.password
+            } catch {
+                printError("error: \(error.message)\n    hint: \(error.hint)")
+                return ExitCode.config
+            }
+        }
+        if let ca = args.option("ca") {
+            do { _ = try Credentials.checkReadable(ca, what: "CA file") } catch {
+                printError("error: \(error.message)\n    hint: \(error.hint)")
+                return ExitCode.config
+            }
+            settings.tls = (ca: ca, cert: nil, key: nil)
+        }
         let link = MQTTLink(settings: settings) { continuation.yield(.uplink($0)) }
         StopSignals.handle(onStop: { continuation.yield(.stop) })
         defer { StopSignals.release() }
