@@ -4,11 +4,14 @@ import Glibc
 public struct GPIOError: Error, Sendable, CustomStringConvertible {
     public enum Code: String, Sendable {
         case chipNotFound, lineNotFound, lineBusy, lineShared, permissionDenied, requestFailed, boardUnknown
+        /// Fixed only by changing the config or the machine: no GPIO chip at all, the named board's own chip missing
+        /// (another board), several chips with the label the config uses.
+        case noGPIO, wrongBoard, chipAmbiguous
     }
 
-    /// A problem that can pass without anyone changing the config: a chip not probed yet at boot (an I2C expander),
-    /// a line another program holds for now, the gpio group's access not applied yet by udev. The agent exits 1 for
-    /// these, so systemd starts it again; 78 for the rest (the config or the board must be fixed).
+    /// A problem that can pass without anyone changing the config: a chip not probed yet at boot (an I2C expander, by
+    /// its label or device), a line another program holds for now, the gpio group's access not applied yet by udev.
+    /// The agent exits 1 for these, so systemd starts it again; 78 for the rest (the config or the board must be fixed).
     public var mayPassByItself: Bool { code == .chipNotFound || code == .lineBusy || code == .permissionDenied }
 
     public var code: Code

@@ -22,7 +22,7 @@ struct LineResolver {
         (board, mainChipLabel) = try Self.profile(for: choice)
         chips = ChipSet()
         if chips.isEmpty {
-            throw GPIOError(code: .chipNotFound,
+            throw GPIOError(code: .noGPIO,
                             message: "this machine has no GPIO chips (no /dev/gpiochip*). On a Raspberry Pi this means "
                                 + "the kernel's GPIO driver is missing; on a machine without GPIO set `board: simulated`")
         }
@@ -92,7 +92,7 @@ struct LineResolver {
         if let failure = chips.openFailure { throw failure }
         let profileNote = board == nil ? "The board was not recognised (/proc/device-tree/model), so any chip's line "
             + "named \(name) would do. " : ""
-        throw GPIOError(code: missingChip == nil ? .lineNotFound : .chipNotFound,
+        throw GPIOError(code: missingChip == nil ? .lineNotFound : .wrongBoard,
                         message: "\(who(input)): " + (missingChip ?? "") + profileNote
                             + "No GPIO chip has a line named \(name)"
                             + (missingChip == nil ? " (chips: \(chips.summary)). " : ". ")
@@ -114,7 +114,7 @@ struct LineResolver {
         guard matching.count == 1 else {
             let devices = matching.map { "\($0.name)" + ($0.device.map { " (device \($0))" } ?? "") }
             let example = matching.first(where: { $0.device != nil })?.device ?? matching[0].name
-            throw GPIOError(code: .chipNotFound,
+            throw GPIOError(code: .chipAmbiguous,
                             message: "\(who(input)): \(matching.count) GPIO chips are labelled '\(label)': "
                                 + devices.joined(separator: ", ") + ". Name the chip by its device instead, e.g. '"
                                 + "\(example):\(line)' (for an I2C expander: bus-address, '1-0020' is 0x20 on bus 1)")

@@ -258,9 +258,28 @@ func acceptedEvents(_ path: String) -> [Int: String] {
 @Suite(.serialized) struct DiskFaultTests {
     let prefix = "parkwise/v1/testsite/busy"
 
+    /// The next start finds a directory where the outbox file should be (it cannot open it): started with a broker and
+    /// a subscriber, until its `outbox.dropped` arrives.
+    func restartWithTheOutboxUnreadable(_ dir: URL, config: String, outbox: String) throws -> (Child, Subscriber, Broker) {
+        try FileManager.default.moveItem(atPath: outbox + "/outbox.log", toPath: dir.path + "/outbox.log.away")
+        try FileManager.default.createDirectory(atPath: outbox + "/outbox.log", withIntermediateDirectories: false)
+        let broker = try Broker()
+        let subscriber = try Subscriber(broker)
+        try subscriber.listen()
+        let agent = try Child(agentBinary, ["run", "--config", config, "--replay", try writeTrace(dir, ""),
+                                            "--broker", broker.url, "--outbox", outbox])
+        #expect(eventually(10) { subscriber.events().contains { $0["type"] as? String == "outbox.dropped" } }, "\(agent.stderr)")
+        return (agent, subscriber, broker)
+    }
+
     /// A first run that stores six events with no broker to take them, and stops cleanly.
     func leaveSixPendingEvents(_ dir: URL, config: String, outbox: String) throws {
-        let first = try Child(agentBinary, ["run", "--config", config, "--replay", try busyTrace(dir, count: 6).path,
+        try runOffline(config: config, outbox: outbox, trace: try busyTrace(dir, count: 6).path)
+    }
+
+    /// A run of `trace` with no broker to take its events, stopped cleanly once the trace has been played.
+    func runOffline(config: String, outbox: String, trace: String) throws {
+        let first = try Child(agentBinary, ["run", "--config", config, "--replay", trace,
                                             "--broker", "mqtt://127.0.0.1:\(freePort())", "--outbox", outbox])
         #expect(eventually(10) { first.stderr.contains("trace finished") })
         first.signal(SIGTERM)
@@ -314,21 +333,70 @@ func acceptedEvents(_ path: String) -> [Int: String] {
         let outbox = dir.path + "/outbox"
         try leaveSixPendingEvents(dir, config: config, outbox: outbox)
         #expect(pendingOnDisk(outbox + "/outbox.log").pending == [1, 2, 3, 4, 5, 6])
-        try FileManager.default.moveItem(atPath: outbox + "/outbox.log", toPath: dir.path + "/outbox.log.away")
-        try FileManager.default.createDirectory(atPath: outbox + "/outbox.log", withIntermediateDirectories: false)
-
-        let broker = try Broker()
-        let subscriber = try Subscriber(broker)
-        try subscriber.listen()
-        let second = try Child(agentBinary, ["run", "--config", config, "--replay", try writeTrace(dir, ""),
-                                             "--broker", broker.url, "--outbox", outbox])
-        #expect(eventually(10) { subscriber.events().contains { $0["type"] as? String == "outbox.dropped" } }, "\(second.stderr)")
+        let (second, subscriber, broker) = try restartWithTheOutboxUnreadable(dir, config: config, outbox: outbox)
+        defer { withExtendedLifetime(broker) {} }
         let drop = try #require(subscriber.events().first { $0["type"] as? String == "outbox.dropped" })
         let declared = (drop["first_seq"] as? Int ?? 0)...(drop["last_seq"] as? Int ?? 0)
         #expect(declared.contains(1) && declared.contains(6), "the last run's six pending events: \(drop)")
         #expect(second.stderr.contains("outbox unusable, events kept in memory only"))
         second.signal(SIGTERM)
         #expect(second.wait(10) == 0)
+        subscriber.stop()
+    }
+
+    /// As above after an overflow: the state file's drops say nothing of what the unreadable file held, so every seq
+    /// the last run had not settled is declared, below its highest drop too.
+    @Test func anOutboxThatCannotBeOpenedAfterAnOverflowDeclaresAllItHeld() throws {
+        let dir = temporaryDirectory()
+        let config = try writeBusyGarage(dir, capacity: 3)
+        let outbox = dir.path + "/outbox"
+        // P1-A-02's first change (seq 2) is superseded by its second (seq 4): given up when the fourth event comes,
+        // while seq 1 stays held, below that drop.
+        let trace = try writeTrace(dir, [(0, 2, 1), (10, 3, 1), (20, 4, 1), (30, 3, 0)]
+            .map { #"{"t_ms": \#($0.0), "input": "GPIO\#($0.1)", "value": \#($0.2)}"# }.joined(separator: "\n"))
+        try runOffline(config: config, outbox: outbox, trace: trace)
+        let held = pendingOnDisk(outbox + "/outbox.log").pending
+        #expect(held == [1, 3, 4])
+        let (second, subscriber, broker) = try restartWithTheOutboxUnreadable(dir, config: config, outbox: outbox)
+        defer { withExtendedLifetime(broker) {} }
+        let declared = subscriber.events().filter { $0["type"] as? String == "outbox.dropped" }
+            .flatMap { ($0["first_seq"] as? Int ?? 0)...($0["last_seq"] as? Int ?? 0) }
+        #expect(Set(held.map { Int($0) }).isSubset(of: Set(declared)), "held \(held), declared \(declared)")
+        second.signal(SIGTERM)
+        #expect(second.wait(10) == 0)
+        subscriber.stop()
+    }
+
+    /// The outbox overflows while the broker is away, and the agent restarts twice before it comes back: the drops
+    /// are announced once, with their true count (the drop records, kept until the next compaction, are not counted
+    /// again at each start).
+    @Test func dropsAreCountedOnceAcrossRestarts() throws {
+        let dir = temporaryDirectory()
+        // Three drops and no compaction (its dead records stay under the capacity): the drop records are still in
+        // the file at each start.
+        let config = try writeBusyGarage(dir, capacity: 10)
+        let outbox = dir.path + "/outbox"
+        let broker = try Broker()
+        let subscriber = try Subscriber(broker)
+        broker.stop()
+        for (n, trace) in [try busyTrace(dir, count: 13).path, try writeTrace(dir, ""), try writeTrace(dir, "")].enumerated() {
+            let run = try Child(agentBinary, ["run", "--config", config, "--replay", trace, "--broker", broker.url, "--outbox", outbox])
+            #expect(eventually(10) { run.stderr.contains("trace finished") }, "run \(n): \(run.stderr)")
+            run.signal(SIGTERM)
+            #expect(run.wait(10) == 0)
+        }
+        try broker.start()
+        try subscriber.listen()
+        let last = try Child(agentBinary, ["run", "--config", config, "--replay", try writeTrace(dir, ""),
+                                           "--broker", broker.url, "--outbox", outbox])
+        #expect(eventually(15) { subscriber.events().contains { $0["type"] as? String == "outbox.dropped" } }, "\(last.stderr)")
+        let drops = subscriber.events().filter { $0["type"] as? String == "outbox.dropped" }
+        #expect(drops.count == 1, "\(drops)")
+        let drop = try #require(drops.first)
+        let span = (drop["last_seq"] as? Int ?? 0) - (drop["first_seq"] as? Int ?? 0) + 1
+        #expect((drop["dropped"] as? Int ?? 0) == 3 && span >= 3, "13 events, 10 kept: \(drop)")
+        last.signal(SIGTERM)
+        #expect(last.wait(10) == 0)
         subscriber.stop()
     }
 

@@ -222,6 +222,35 @@ func pendingOnDisk(_ path: String) -> (pending: [UInt64], records: Int) {
         #expect(again.lostAtOpen == [3...3])
     }
 
+    /// Damage in a compacted file, whose records all lie below its floor record: the damaged event's seq is still
+    /// found between the events around it and declared.
+    @Test func aDamagedRecordInACompactedFileIsDeclared() throws {
+        let dir = temporaryDirectory().path
+        do {
+            let (outbox, _) = try DurableOutbox.open(directory: dir, capacity: 200)
+            for seq in 1...8 { _ = outbox.append(entry(UInt64(seq))) }
+            for seq in [1, 2, 4, 6, 8] { outbox.remove(seq: UInt64(seq)) }
+            #expect(outbox.replaceAll(outbox.pending) == nil)   // rewritten: floor 8, then 3, 5, 7
+        }
+        let log = dir + "/outbox.log"
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: log)))
+        var offset = 0, damaged = false
+        for record in outboxRecords(log) {
+            let length = Int(bytes[offset]) | Int(bytes[offset + 1]) << 8 | Int(bytes[offset + 2]) << 16 | Int(bytes[offset + 3]) << 24
+            if addedEvent(record)?["seq"] as? Int == 5 {
+                bytes[offset + 8 + length / 2] ^= 0xFF
+                damaged = true
+                break
+            }
+            offset += 8 + length
+        }
+        #expect(damaged)
+        try Data(bytes).write(to: URL(fileURLWithPath: log))
+        let (reopened, _) = try DurableOutbox.open(directory: dir, capacity: 200)
+        #expect(reopened.pending.map(\.event.seq) == [3, 7])
+        #expect(reopened.lostAtOpen.contains { $0.contains(5) }, "\(reopened.lostAtOpen)")
+    }
+
     @Test func neverMoreThanCapacityPendingOnDiskAndDropsAreSaid() throws {
         let dir = temporaryDirectory().path
         let (outbox, _) = try DurableOutbox.open(directory: dir, capacity: 20)

@@ -130,8 +130,9 @@ final class AgentRuntime: @unchecked Sendable {
             outbox = MemoryOutbox(capacity: config.outbox.capacity)
             startProblems = [error.message]
             outboxUnusable = "outbox unusable: \(error.message)"
-            // The last run's pending events were in that file: unreadable now, so declared like any loss.
-            if let range = stamper.state.unaccounted(outboxHighest: 0) {
+            // The last run's pending events were in that file: unreadable now, so declared like any loss (all it had not
+            // settled: its drops or announcement in the state file say nothing of what that file held).
+            if let range = stamper.state.unsettledByLastRun() {
                 Log.warn("seqs of the last run unaccounted for, declared dropped",
                          ["first_seq": range.lowerBound, "last_seq": range.upperBound])
                 stamper.state.addDrops(range)

@@ -205,6 +205,8 @@ struct DeviceState {
             d.count = d.count.addingReportingOverflow(count).overflow ? Int.max : d.count + count
             d.firstSeq = min(d.firstSeq, range.lowerBound)
             d.lastSeq = max(d.lastSeq, range.upperBound)
+            // Never more than the range holds (a range declared twice, or merged over kept seqs, counts once).
+            d.count = min(d.count, Int(clamping: d.lastSeq - d.firstSeq + 1))
             drops = d
         } else {
             drops = Drops(count: count, firstSeq: range.lowerBound, lastSeq: range.upperBound)
@@ -227,9 +229,23 @@ struct DeviceState {
 
     /// The part of seqs lost or given up before this start that the last run had not declared or seen acknowledged
     /// (its `settled`): an outbox's drop record outlives the announcement that told it until the next compaction.
+    /// Nil too when the state file's own drops or announcement already cover it (a drop record kept until the next
+    /// compaction would otherwise count its drops again at every restart).
     func undeclared(_ range: ClosedRange<UInt64>) -> ClosedRange<UInt64>? {
         let low = max(range.lowerBound, (previousRun?.settled ?? 0) + 1)
-        return low <= range.upperBound ? low...range.upperBound : nil
+        guard low <= range.upperBound else { return nil }
+        let said = [drops.map { $0.firstSeq...$0.lastSeq },
+                    announcement.map { ($0.event.firstSeq ?? $0.event.seq)...($0.event.lastSeq ?? $0.event.seq) }]
+        if said.contains(where: { $0.map { $0.contains(low) && $0.contains(range.upperBound) } ?? false }) { return nil }
+        return low...range.upperBound
+    }
+
+    /// Every seq the last run handed out beyond what it had settled, whatever its drops or announcement say: for an
+    /// outbox that cannot be read at all, whose pending events are gone with it.
+    func unsettledByLastRun() -> ClosedRange<UInt64>? {
+        guard let previousRun else { return nil }
+        let low = previousRun.settled + 1
+        return low <= seq ? low...seq : nil
     }
 
     /// Everything the state file holds is on disk (nothing set since the last successful save).

@@ -79,8 +79,10 @@ public final class DurableOutbox: Outbox {
             // Drop records, not removals: with them on disk in the same sync, a crash before the device state saves
             // these drops still has the next start declare them. (An event of the batch given up at once is never
             // added: its drop record is all the file says of it.)
-            records += dropped.map { OutboxLog.Record(drop: $0.event.seq) }
-                + batch.filter { !droppedSeqs.contains($0.event.seq) }.map { OutboxLog.Record(add: $0) }
+            // The adds first: a write torn after a drop record must not leave that drop's seq (raising the highest
+            // seq stored) without the lower seqs added after it in the batch.
+            records += batch.filter { !droppedSeqs.contains($0.event.seq) }.map { OutboxLog.Record(add: $0) }
+                + dropped.map { OutboxLog.Record(drop: $0.event.seq) }
             keep(dropped: dropped.map(\.event.seq))
         }
         guard !records.isEmpty else { return (dropped, nil) }

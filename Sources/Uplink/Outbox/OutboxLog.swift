@@ -199,6 +199,8 @@ final class OutboxLog {
         var highest: UInt64 = 0
         var lost: [ClosedRange<UInt64>] = []
         var damagedAfter: UInt64?   // a damaged stretch follows the event with this seq
+        var lastStored: UInt64 = 0  // the seq of the last add or drop record read (not the floor's: a compacted file's
+                                    // records all lie below its floor)
         var damaged = false
         var drops: [ClosedRange<UInt64>] = []
         while offset < bytes.count {
@@ -207,7 +209,7 @@ final class OutboxLog {
                 guard let next = (offset + 1..<bytes.count).first(where: { readRecord(bytes, at: $0) != nil }) else {
                     return (pending, records, highest, offset, contentEnd, damaged, lost, drops)
                 }
-                damagedAfter = damagedAfter ?? highest
+                damagedAfter = damagedAfter ?? lastStored
                 damaged = true
                 offset = next
                 continue
@@ -220,6 +222,7 @@ final class OutboxLog {
                 }
                 pending.append(entry)
                 highest = max(highest, entry.event.seq)
+                lastStored = entry.event.seq
             }
             if let seq = record.del { pending.removeAll { $0.event.seq == seq } }
             if let first = record.drop, (record.dropTo ?? first) >= first {
@@ -227,6 +230,7 @@ final class OutboxLog {
                 pending.removeAll { seqs.contains($0.event.seq) }
                 drops.append(seqs)
                 highest = max(highest, seqs.upperBound)
+                lastStored = seqs.upperBound
             }
             records += 1
             offset = end
