@@ -32,10 +32,11 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
     public var isTransient: Bool { ["40001", "40P01", "55P03"].contains(sqlState ?? "") }
 
     /// The server refused the statement's data (SQLSTATE class 22 data exception, 23 integrity
-    /// constraint violation): the same values fail again whatever state the database is in. Every
-    /// other failure (read-only, disk full, timeout, privilege, …) is the database's own fault.
+    /// constraint violation, 21 cardinality, 54 a program limit such as an index row too large): the
+    /// same values fail again whatever state the database is in. Every other failure (read-only, disk
+    /// full, timeout, privilege, …) is the database's own fault.
     public var isDataError: Bool {
-        code == .query && sqlState.map { $0.hasPrefix("22") || $0.hasPrefix("23") } == true
+        code == .query && sqlState.map { ["22", "23", "21", "54"].contains($0.prefix(2)) } == true
     }
 
     /// The session cannot write (a standby, e.g. the old primary after a failover): a new connection

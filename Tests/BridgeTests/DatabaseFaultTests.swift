@@ -73,13 +73,16 @@ import TestSupport
     }
 
     /// A fault outlasting `hold_at_most` held messages: newer events are dropped and said so, so the bridge does not
-    /// grow; once the database is back the jump is a detected gap and the rest is applied.
+    /// grow; once the database is back the devices are asked for a rebirth, and the jump is a detected gap.
     @Test func anOutageBeyondTheHoldDropsNewerEventsAndSaysSo() throws {
         let fixture = try BridgeFixture()
         let bridge = try fixture.startBridge(config: "accept_simulated: true\nreassert_every: 200ms\nhold_at_most: 100\n")
         var device = FakeDevice(fixture.broker)
         device.online()
         occupy(&device, ["P1-C-01"])
+        let commands = try Subscriber(fixture.broker, filter: device.prefix + "/cmd/#")
+        try commands.listen()
+        defer { commands.stop() }
         #expect(fixture.waitFor("SELECT count(*) FROM sensor_events", "1"), "\(bridge.stderr)")
         try fixture.cluster.sql("ALTER DATABASE \(fixture.database) SET default_transaction_read_only = on")
         fixture.query("""
@@ -88,9 +91,11 @@ import TestSupport
             """)
         #expect(eventually(15) { bridge.stderr.contains("database unavailable, holding received messages") }, "\(bridge.stderr)")
         occupy(&device, (0..<160).map { "P1-C-\(String(format: "%02d", 2 + $0 % 20))" })
-        #expect(eventually(30) { bridge.stderr.contains("too many messages held, new events dropped") }, "\(bridge.stderr)")
+        #expect(eventually(30) { bridge.stderr.contains("too many messages held, new events and states dropped") }, "\(bridge.stderr)")
         try fixture.cluster.sql("ALTER DATABASE \(fixture.database) RESET default_transaction_read_only")
-        #expect(eventually(40) { bridge.stderr.contains("events no longer dropped") }, "\(bridge.stderr)")
+        #expect(eventually(40) { bridge.stderr.contains("messages no longer dropped") }, "\(bridge.stderr)")
+        // Every online device is asked for a rebirth: its retained states rebuild what was dropped.
+        #expect(eventually(10) { commands.messages.contains { $0.topic == device.prefix + "/cmd/rebirth" } })
         // The device goes on: its next event shows the jump over what was dropped.
         occupy(&device, ["P1-C-01"])
         #expect(fixture.waitFor("SELECT max(seq) FROM sensor_events", "162", seconds: 20), "\(bridge.stderr)")
@@ -107,6 +112,9 @@ import TestSupport
         var device = FakeDevice(fixture.broker)
         device.online()
         occupy(&device, ["P1-C-01"])
+        let commands = try Subscriber(fixture.broker, filter: device.prefix + "/cmd/#")
+        try commands.listen()
+        defer { commands.stop() }
         device.event("spot.occupied", at: "2026-13-45T99:00:00Z", #""spot":"P1-C-02","level":"P1""#)
         occupy(&device, ["P1-C-03"])
         #expect(fixture.waitFor("SELECT string_agg(seq::text, ',' ORDER BY seq) FROM sensor_events", "1,3"), "\(bridge.stderr)")

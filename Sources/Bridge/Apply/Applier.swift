@@ -147,14 +147,16 @@ final class Applier {
             cursors[key] = cursor
             try db.query(SQL.offline, [key.site, key.device])
             // With a shared subscription another bridge may already have applied the status that came after this last
-            // will (a reconnect): a rebirth has a device that is up say so again (one that is down gets it on return).
+            // will (a reconnect): a rebirth has a device that is up say so again (one that is down publishes its status
+            // and states anyway when it connects).
             outcome.rebirth.insert(key)
             return
         }
         if boot < cursor.boot {
             // A boot that went down: the device lost its state directory and counts seqs from 1 again.
+            let was = cursor.boot
             onCommit { Log.warn("device restarted its counters, rebuilding from its retained states",
-                     ["device": key, "boot": boot, "was": cursor.boot]) }
+                                ["device": key, "boot": boot, "was": was]) }
             try flushSpots()
             try db.query(SQL.resetSpotOrder, [key.site, key.device])
             cursor = DeviceCursor(boot: boot, lastSeq: 0)

@@ -24,9 +24,9 @@ struct BridgeConfig: Sendable {
     var stopGrace: Duration = .seconds(20)
     /// Messages applied per transaction at most.
     var batchSize = 500
-    /// Messages held in memory at most while the database is away (about 0.5 kB each): beyond, new events are
-    /// dropped (their seq gaps are detected once the database is back, and the devices' retained states rebuild
-    /// the spots), so a long outage cannot grow the bridge until it is killed and loses everything it held.
+    /// Messages held in memory at most while the database is away (about 0.5 kB each): beyond, new events and
+    /// states are dropped (a rebirth of every online device rebuilds the spots once the queue is short again, and
+    /// the seq gaps are detected), so a long outage cannot grow the bridge until it is killed with all it held.
     var holdAtMost = 100_000
     /// MQTT username and password, a file of `username=` and `password=` lines (mode 0600), as the agent's.
     var credentials: String?

@@ -18,8 +18,9 @@ final class FeedQueue: @unchecked Sendable {
     private let ready = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
     private var items: [Item] = []
     private var head = 0
-    /// Held at most: beyond, events are dropped (`takeDropped`); statuses and states still go in (a device's
-    /// retained state is what rebuilds it, and there are few of them).
+    /// Held at most: beyond, events and retained states are dropped (`takeDropped`), statuses still go in (one per
+    /// device and connection). Once the queue is short again the bridge asks every online device for a rebirth,
+    /// which brings the retained states back.
     private let limit: Int
     private var dropped = 0
 
@@ -39,7 +40,7 @@ final class FeedQueue: @unchecked Sendable {
     func push(topic: String, payload: [UInt8]) {
         let item = Item(topic: topic, payload: payload, received: monotonicNanoseconds())
         pthread_mutex_lock(mutex)
-        if items.count - head >= limit && topic.hasSuffix("/events") {
+        if items.count - head >= limit && !topic.hasSuffix("/status") {
             dropped += 1
             pthread_mutex_unlock(mutex)
             return
@@ -78,7 +79,7 @@ final class FeedQueue: @unchecked Sendable {
         return batch
     }
 
-    /// Events dropped since the last call, the queue being full.
+    /// Messages dropped since the last call, the queue being full.
     func takeDropped() -> Int {
         pthread_mutex_lock(mutex)
         defer { dropped = 0; pthread_mutex_unlock(mutex) }

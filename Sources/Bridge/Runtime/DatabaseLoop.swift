@@ -21,8 +21,8 @@ struct DatabaseLoop {
     private var pending: [FeedMessage] = []
     private var pendingReceived: [Int64] = []
     private var outage = LogStreak(.error, "database unavailable, holding received messages", ended: "database available again")
-    private var overflow = LogStreak(.error, "too many messages held, new events dropped (their gaps rebuild from retained states)",
-                                     ended: "events no longer dropped")
+    private var overflow = LogStreak(.error, "too many messages held, new events and states dropped (rebuilt by a rebirth)",
+                                     ended: "messages no longer dropped, every online device asked for a rebirth")
     /// The current outage's SQLSTATE (or error code): a change is worth a line of its own.
     private var outageKind = ""
     private var sessionLogged = false
@@ -52,8 +52,9 @@ struct DatabaseLoop {
             let dropped = runtime.feed.takeDropped()
             if dropped > 0 {
                 overflow.occurred(dropped, ["held": pending.count + runtime.feed.count, "hold_at_most": runtime.config.holdAtMost])
-            } else if runtime.feed.count < runtime.config.holdAtMost / 2 {
+            } else if overflow.total > 0 && runtime.feed.count < runtime.config.holdAtMost / 2 {
                 overflow.ended()
+                seenConnection = 0   // the next sweep asks every online device for a rebirth: their states come back
             }
             if pending.isEmpty {
                 if runtime.isStopping && runtime.isDrained { break }
