@@ -157,6 +157,23 @@ import TestSupport
         commands.stop()
     }
 
+    /// A rule of the backend's own refuses what the sensors say about one spot: that spot is left as the backend has
+    /// it and the refusal is said, but the batch keeps its events and the other spots (each message was skipped).
+    @Test func aSpotTheBackendsRulesRefuseCostsTheBatchNothing() throws {
+        let fixture = try BridgeFixture()
+        fixture.query("ALTER TABLE spots ADD CONSTRAINT p1_c_09_never_sensed CHECK (id <> 'P1-C-09' OR source IS DISTINCT FROM 'sensor')")
+        // Both events sent while the bridge is down: one batch when it is back.
+        var device = try fixture.deviceSeenByAKilledBridge(spot: "P1-C-08", level: "P1")
+        device.event("spot.occupied", #""spot":"P1-C-09","level":"P1""#)
+        device.event("spot.occupied", #""spot":"P1-C-10","level":"P1""#)
+        let next = try fixture.startBridge()
+        #expect(fixture.waitFor("SELECT count(*) FROM sensor_events", "3"), "\(next.stderr)")
+        #expect(fixture.waitFor("SELECT status FROM spots WHERE id = 'P1-C-10'", "occupied"), "\(next.stderr)")
+        #expect(fixture.query("SELECT coalesce(source, 'none') FROM spots WHERE id = 'P1-C-09'") != "sensor")
+        #expect(eventually(10) { next.stderr.contains("spots not updated: the backend's database refused") }, "\(next.stderr)")
+        #expect(!next.stderr.contains("skipped"), "\(next.stderr)")
+    }
+
     @Test func anUnknownSpotIsRecordedNotApplied() throws {
         let fixture = try BridgeFixture()
         try fixture.startBridge()

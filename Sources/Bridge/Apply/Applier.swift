@@ -20,6 +20,9 @@ final class Applier {
     private(set) var knownSpots: Set<String> = []
     /// Unknown spot ids already logged (each is still counted in sensor_unknown_spots).
     private var reportedUnknown: Set<String> = []
+    /// Batches whose spots the backend's own rules refused (logged once per streak).
+    private var spotsRefused = LogStreak(.error, "spots not updated: the backend's database refused the sensors' view",
+                                         ended: "spots updated again")
     // Per batch.
     /// What the batch has to say, logged once it commits: a batch rolled back (then retried, or skipped) says nothing
     /// it did not do, and a retry does not say it twice.
@@ -85,7 +88,7 @@ final class Applier {
             try flushSpots()
             try flushLevels()
             try writeCursors()
-            try reassert(all: false)
+            try reassertKeepingTheBatch()
         }
         for line in saidOnCommit { line() }
         saidOnCommit = []
@@ -93,6 +96,55 @@ final class Applier {
     }
 
     private func onCommit(_ line: @escaping () -> Void) { saidOnCommit.append(line) }
+
+    /// `spots` is the backend's table: a rule of its own schema (a CHECK) may refuse what the sensors say about a
+    /// spot. That must cost neither the batch (its events, states and cursors: each message would be skipped in turn)
+    /// nor the other spots: the batch's spots are then written one by one, the refused ones left out and said.
+    private func reassertKeepingTheBatch() throws(PostgresError) {
+        try db.query("SAVEPOINT reassert")
+        do {
+            _ = try reassert(all: false)
+            try db.query("RELEASE SAVEPOINT reassert")
+            onCommit { [self] in spotsRefused.ended() }
+        } catch {
+            guard error.isDataError else { throw error }
+            try db.query("ROLLBACK TO SAVEPOINT reassert")
+            let devices = Array(touchedDevices)
+            let ofDevices = devices.isEmpty ? [] : try db.query(SQL.spotsOfDevices, [textArray(devices.map(\.site)),
+                                                                                   textArray(devices.map(\.device))]).rows
+            let spots = Set(touchedSpots).union(ofDevices.compactMap { $0[0] }).sorted()
+            let refused = try reassertOneByOne(spots, inTransaction: true)
+            onCommit { [self] in spotsRefused.occurred(1, ["error": error, "spots": refused.prefix(5).joined(separator: ",")]) }
+        }
+    }
+
+    /// Every sensor spot re-asserted (the periodic sweep), one by one where the backend's rules refuse some.
+    func reassertAll() throws(PostgresError) -> Int {
+        do { return try reassert(all: true) } catch {
+            guard error.isDataError else { throw error }
+            let spots = try db.query(SQL.sensorSpotIDs).rows.compactMap { $0[0] }
+            let refused = try reassertOneByOne(spots, inTransaction: false)
+            spotsRefused.occurred(1, ["error": error, "spots": refused.prefix(5).joined(separator: ",")])
+            return spots.count - refused.count
+        }
+    }
+
+    /// Each spot alone (in a transaction, each in a savepoint): the ones the backend's rules refuse.
+    private func reassertOneByOne(_ spots: [String], inTransaction: Bool) throws(PostgresError) -> [String] {
+        var refused: [String] = []
+        for spot in spots {
+            if inTransaction { try db.query("SAVEPOINT one_spot") }
+            do {
+                _ = try db.query(SQL.reassert, [textArray([spot]), textArray([]), textArray([]), "false"])
+                if inTransaction { try db.query("RELEASE SAVEPOINT one_spot") }
+            } catch {
+                guard error.isDataError else { throw error }
+                if inTransaction { try db.query("ROLLBACK TO SAVEPOINT one_spot") }
+                refused.append(spot)
+            }
+        }
+        return refused
+    }
 
     // MARK: - Events and devices, once per batch
 
@@ -335,7 +387,7 @@ final class Applier {
 
     /// Brings `spots` in line with the sensors' view: the batch's spots, or all of them.
     @discardableResult
-    func reassert(all: Bool) throws(PostgresError) -> Int {
+    private func reassert(all: Bool) throws(PostgresError) -> Int {
         guard all || !touchedSpots.isEmpty || !touchedDevices.isEmpty else { return 0 }
         let devices = all ? [] : Array(touchedDevices)
         return try db.query(SQL.reassert, [textArray(all ? [] : touchedSpots), textArray(devices.map(\.site)),
@@ -367,7 +419,7 @@ final class Applier {
     /// One snapshot per level for the current slot (nothing when this slot is already written).
     func snapshot(slotSeconds: Double) throws(PostgresError) -> Int {
         try db.query(SQL.expireReservations)
-        try reassert(all: true)
+        _ = try reassertAll()
         return try db.query(SQL.snapshot, [String(slotSeconds)]).rows.count
     }
 }

@@ -137,6 +137,10 @@ enum SQL {
     // MARK: Spots
 
     static let knownSpots = "SELECT id FROM spots"
+    static let sensorSpotIDs = "SELECT spot_id FROM sensor_spots ORDER BY spot_id"
+    static let spotsOfDevices = """
+        SELECT spot_id FROM sensor_spots WHERE (site, device) IN (SELECT * FROM unnest($1::text[], $2::text[]))
+        """
 
     /// The sensors' view of the batch's spots (one write per spot, see `SpotWrites`), each kept only
     /// when its order is higher than the stored one (a retained state also at the same order).

@@ -216,7 +216,7 @@ struct DatabaseLoop {
         }
         let completed = try applier.sweepReservations()
         if completed > 0 { Log.info("completed check-ins and check-outs held up by the API", ["reservations": completed]) }
-        let fixed = try applier.reassert(all: true)
+        let fixed = try applier.reassertAll()
         if fixed > 0 { Log.info("re-asserted sensor state", ["spots": fixed]) }
         let slotLength = Int64(seconds(runtime.config.snapshotEvery))
         let slot = Int64(time(nil)) / max(slotLength, 1)
