@@ -14,11 +14,7 @@ import TestSupport
         device.online()
         occupy(&device, (1...3).map { "P1-A-0\($0)" })
         #expect(fixture.waitFor("SELECT count(*) FROM sensor_events", "3"), "\(bridge.stderr)")
-        try fixture.cluster.sql("ALTER DATABASE \(fixture.database) SET default_transaction_read_only = on")
-        fixture.query("""
-            SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-            WHERE datname = current_database() AND application_name = 'parkwise-bridge'
-            """)
+        try turnReadOnly(fixture)
         occupy(&device, (4...9).map { "P1-A-0\($0)" })
         #expect(eventually(15) { bridge.stderr.contains("database unavailable, holding received messages")
             && bridge.stderr.contains("SQLSTATE 25006") }, "\(bridge.stderr)")
@@ -80,15 +76,10 @@ import TestSupport
         var device = FakeDevice(fixture.broker)
         device.online()
         occupy(&device, ["P1-C-01"])
-        let commands = try Subscriber(fixture.broker, filter: device.prefix + "/cmd/#")
-        try commands.listen()
+        let commands = try listenForCommands(fixture, device)
         defer { commands.stop() }
         #expect(fixture.waitFor("SELECT count(*) FROM sensor_events", "1"), "\(bridge.stderr)")
-        try fixture.cluster.sql("ALTER DATABASE \(fixture.database) SET default_transaction_read_only = on")
-        fixture.query("""
-            SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-            WHERE datname = current_database() AND application_name = 'parkwise-bridge'
-            """)
+        try turnReadOnly(fixture)
         #expect(eventually(15) { bridge.stderr.contains("database unavailable, holding received messages") }, "\(bridge.stderr)")
         occupy(&device, (0..<160).map { "P1-C-\(String(format: "%02d", 2 + $0 % 20))" })
         #expect(eventually(30) { bridge.stderr.contains("too many messages held, new events and states dropped") }, "\(bridge.stderr)")
@@ -112,8 +103,7 @@ import TestSupport
         var device = FakeDevice(fixture.broker)
         device.online()
         occupy(&device, ["P1-C-01"])
-        let commands = try Subscriber(fixture.broker, filter: device.prefix + "/cmd/#")
-        try commands.listen()
+        let commands = try listenForCommands(fixture, device)
         defer { commands.stop() }
         device.event("spot.occupied", at: "2026-13-45T99:00:00Z", #""spot":"P1-C-02","level":"P1""#)
         occupy(&device, ["P1-C-03"])
@@ -149,6 +139,23 @@ import TestSupport
 }
 
 /// A `spot.occupied` event for each spot of level P1, in order.
+/// The bridge's database turns read-only (as an old primary after a failover), its session cut so that the next one
+/// sees it.
+private func turnReadOnly(_ fixture: BridgeFixture) throws {
+    try fixture.cluster.sql("ALTER DATABASE \(fixture.database) SET default_transaction_read_only = on")
+    fixture.query("""
+        SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+        WHERE datname = current_database() AND application_name = 'parkwise-bridge'
+        """)
+}
+
+/// What the bridge commands the device (rebirths), from now on.
+private func listenForCommands(_ fixture: BridgeFixture, _ device: FakeDevice) throws -> Subscriber {
+    let commands = try Subscriber(fixture.broker, filter: device.prefix + "/cmd/#")
+    try commands.listen()
+    return commands
+}
+
 private func occupy(_ device: inout FakeDevice, _ spots: [String]) {
     for spot in spots { device.event("spot.occupied", #""spot":"\#(spot)","level":"P1""#) }
 }
