@@ -272,6 +272,13 @@ func acceptedEvents(_ path: String) -> [Int: String] {
         return (agent, subscriber, broker)
     }
 
+    /// SIGTERM, a clean exit, and the subscriber stopped.
+    func stopCleanly(_ agent: Child, _ subscriber: Subscriber) {
+        agent.signal(SIGTERM)
+        #expect(agent.wait(10) == 0)
+        subscriber.stop()
+    }
+
     /// A first run that stores six events with no broker to take them, and stops cleanly.
     func leaveSixPendingEvents(_ dir: URL, config: String, outbox: String) throws {
         try runOffline(config: config, outbox: outbox, trace: try busyTrace(dir, count: 6).path)
@@ -339,9 +346,7 @@ func acceptedEvents(_ path: String) -> [Int: String] {
         let declared = (drop["first_seq"] as? Int ?? 0)...(drop["last_seq"] as? Int ?? 0)
         #expect(declared.contains(1) && declared.contains(6), "the last run's six pending events: \(drop)")
         #expect(second.stderr.contains("outbox unusable, events kept in memory only"))
-        second.signal(SIGTERM)
-        #expect(second.wait(10) == 0)
-        subscriber.stop()
+        stopCleanly(second, subscriber)
     }
 
     /// As above after an overflow: the state file's drops say nothing of what the unreadable file held, so every seq
@@ -362,9 +367,7 @@ func acceptedEvents(_ path: String) -> [Int: String] {
         let declared = subscriber.events().filter { $0["type"] as? String == "outbox.dropped" }
             .flatMap { ($0["first_seq"] as? Int ?? 0)...($0["last_seq"] as? Int ?? 0) }
         #expect(Set(held.map { Int($0) }).isSubset(of: Set(declared)), "held \(held), declared \(declared)")
-        second.signal(SIGTERM)
-        #expect(second.wait(10) == 0)
-        subscriber.stop()
+        stopCleanly(second, subscriber)
     }
 
     /// The outbox overflows while the broker is away, and the agent restarts twice before it comes back: the drops
@@ -395,9 +398,7 @@ func acceptedEvents(_ path: String) -> [Int: String] {
         let drop = try #require(drops.first)
         let span = (drop["last_seq"] as? Int ?? 0) - (drop["first_seq"] as? Int ?? 0) + 1
         #expect((drop["dropped"] as? Int ?? 0) == 3 && span >= 3, "13 events, 10 kept: \(drop)")
-        last.signal(SIGTERM)
-        #expect(last.wait(10) == 0)
-        subscriber.stop()
+        stopCleanly(last, subscriber)
     }
 
     /// The disk fills up (a file-size limit here): events stay in memory, a fault event and one log
