@@ -119,11 +119,7 @@ final class AgentRuntime: @unchecked Sendable {
             // Whatever the outbox lost, and whatever seqs the last run may have used that nothing
             // accounts for (a crash, a lost file), is declared: a gap in seq is never silent.
             for range in durable.lostAtOpen { if let range = stamper.state.undeclared(range) { stamper.state.addDrops(range) } }
-            if let range = stamper.state.unaccounted(outboxHighest: durable.highestSeq) {
-                Log.warn("seqs of the last run unaccounted for, declared dropped",
-                         ["first_seq": range.lowerBound, "last_seq": range.upperBound])
-                stamper.state.addDrops(range)
-            }
+            if let range = stamper.state.unaccounted(outboxHighest: durable.highestSeq) { stamper.state.declareUnaccounted(range) }
             outboxHighest = durable.highestSeq
         } catch {
             Log.error("outbox unusable, events kept in memory only", ["dir": config.outbox.path, "error": error])
@@ -132,11 +128,7 @@ final class AgentRuntime: @unchecked Sendable {
             outboxUnusable = "outbox unusable: \(error.message)"
             // The last run's pending events were in that file: unreadable now, so declared like any loss (all it had not
             // settled: its drops or announcement in the state file say nothing of what that file held).
-            if let range = stamper.state.unsettledByLastRun() {
-                Log.warn("seqs of the last run unaccounted for, declared dropped",
-                         ["first_seq": range.lowerBound, "last_seq": range.upperBound])
-                stamper.state.addDrops(range)
-            }
+            if let range = stamper.state.unsettledByLastRun() { stamper.state.declareUnaccounted(range) }
         }
         try stamper.state.atLeast(seq: outboxHighest, from: config.outbox.path + "/outbox.log")
         // What the start found lost is on disk before anything else happens: the outbox may already have moved a
@@ -681,11 +673,11 @@ final class AgentRuntime: @unchecked Sendable {
         }
     }
 
-    /// The retained status's changing facts, read in place: this runs after every input, so no snapshot is built.
     /// Reads the garage in place: a plain read of a struct a class holds copies it first (retaining each of its
     /// arrays), and these reads come after every input.
     private func inGarage<T>(_ read: (inout Garage) -> T) -> T { read(&garage) }
 
+    /// The retained status's changing facts, read in place: this runs after every input, so no snapshot is built.
     private var statusHealth: StatusPayload.Health {
         StatusPayload.Health(outboxDepth: session.outboxCount,
                              clock: StatusSnapshot.clockState(scaled: clock.isScaled, synced: clockSynced),

@@ -240,6 +240,12 @@ struct DeviceState {
         return low...range.upperBound
     }
 
+    /// Seqs of the last run that nothing accounts for, declared dropped (and said).
+    mutating func declareUnaccounted(_ range: ClosedRange<UInt64>) {
+        Log.warn("seqs of the last run unaccounted for, declared dropped", ["first_seq": range.lowerBound, "last_seq": range.upperBound])
+        addDrops(range)
+    }
+
     /// Every seq the last run handed out beyond what it had settled, whatever its drops or announcement say: for an
     /// outbox that cannot be read at all, whose pending events are gone with it.
     func unsettledByLastRun() -> ClosedRange<UInt64>? {
