@@ -65,8 +65,9 @@ public final class DurableOutbox: Outbox {
     public var pending: [OutboxEntry] { entries }
 
     /// Group commit: the whole batch and the removals it forces reach the disk in one write with one
-    /// sync, so the file never holds more than `capacity` pending events, even for an instant. An
-    /// event of the batch that is given up at once is not written at all.
+    /// sync, so the file holds no more than `capacity` pending events once it is synced (a write torn
+    /// in between may leave more: the next start gives them up as a full outbox would, and declares
+    /// them). An event of the batch that is given up at once is not added: its drop record is all.
     public func append(_ batch: [OutboxEntry], sparing: Set<UInt64>) -> (dropped: [OutboxEntry], failure: UplinkError?) {
         let dropped = OverflowPolicy.admit(batch, into: &entries, capacity: capacity, sparing: sparing)
         var removals: [OutboxEntry] = []
