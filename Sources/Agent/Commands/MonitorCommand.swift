@@ -58,13 +58,13 @@ enum MonitorCommand {
                 settings.username = login.username
                 settings.password = login.password
             } catch {
-                printError("error: \(error.message)\n    hint: \(error.hint)")
+                printError("error: \(error)")
                 return ExitCode.config
             }
         }
         if let ca = args.option("ca") {
             do { _ = try Credentials.checkReadable(ca, what: "CA file") } catch {
-                printError("error: \(error.message)\n    hint: \(error.hint)")
+                printError("error: \(error)")
                 return ExitCode.config
             }
             settings.tls = (ca: ca, cert: nil, key: nil)

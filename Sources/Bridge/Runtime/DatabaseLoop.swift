@@ -35,6 +35,9 @@ struct DatabaseLoop {
     private var nextSpotRefresh = 0.0
     private var lastSlot: Int64 = -1
     private var seenConnection: UInt64 = 0
+    /// Every online device is to be asked for a rebirth at the next sweep: after a new broker connection, or at the
+    /// end of an overflow that dropped their states.
+    private var rebirthEveryOnline = false
     private var stats = (applied: 0, duplicates: 0, batches: 0, since: monotonicSeconds())
     private var latencies: [Double] = []
 
@@ -54,7 +57,7 @@ struct DatabaseLoop {
                 overflow.occurred(dropped, ["held": pending.count + runtime.feed.count, "hold_at_most": runtime.config.holdAtMost])
             } else if overflow.total > 0 && runtime.feed.count < runtime.config.holdAtMost / 2 {
                 overflow.ended()
-                seenConnection = 0   // the next sweep asks every online device for a rebirth: their states come back
+                rebirthEveryOnline = true   // their states come back
             }
             if pending.isEmpty {
                 if runtime.isStopping && runtime.isDrained { break }
@@ -196,9 +199,13 @@ struct DatabaseLoop {
         let number = runtime.connectionNumber
         guard number > 0 else { return }   // nothing is written before the bridge has started
         if number != seenConnection {
+            seenConnection = number
+            rebirthEveryOnline = true
+        }
+        if rebirthEveryOnline {
             let online = try applier.db.query(SQL.onlineDevices).rows
             for row in online { if let site = row[0], let device = row[1] { runtime.rebirth(DeviceKey(site: site, device: device)) } }
-            seenConnection = number   // only now: a failed query tries again (a rebirth is the only way to the retained states)
+            rebirthEveryOnline = false   // only now: a failed query tries again (a rebirth is the only way to the retained states)
         }
         let now = monotonicSeconds()
         guard now >= nextSweep else { return }
