@@ -32,6 +32,9 @@ final class OutboxLog {
             self.init(drop: seqs.lowerBound, dropTo: seqs.count > 1 ? seqs.upperBound : nil)
         }
 
+        /// The seq an add or a drop record is about (0 for others).
+        var seq: UInt64 { add?.event.seq ?? drop ?? 0 }
+
         enum CodingKeys: String, CodingKey { case add, del, drop, dropTo = "drop_to", floor }
     }
 
