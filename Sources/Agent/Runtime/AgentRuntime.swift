@@ -167,6 +167,11 @@ final class AgentRuntime: @unchecked Sendable {
         } else {
             for (level, count) in stamper.state.laneCounts { _ = garage.calibrate(level: level, count: count) }
         }
+        for busy in source.busyAtStart {
+            // A fault the backend sees at once; the line is asked for again, and the input recovers once it is free.
+            Log.error("GPIO line busy, the agent runs without it", ["problem": busy.message])
+            garage.inputLost(busy.input, at: start, into: &events)
+        }
         clockSynced = stamper.clockSynchronized
         if let pending = stamper.state.announcement { session.announce(pending) }
         for problem in startProblems { deviceEvent("outbox.fault") { $0.reason = problem } }
