@@ -46,15 +46,20 @@ enum Connections {
                 let current = try Migrations.currentVersion(db)
                 if current < needVersion {
                     printError("error: \(url) is at bridge schema version \(current), this bridge needs \(needVersion)\n"
-                               + "    hint: run parkwise-bridge migrate --database URL first")
+                               + "    hint: run parkwise-bridge migrate --database URL first (or start it with run --migrate)")
                     return ExitCode.config
                 }
             }
             return nil
         } catch {
-            printError("error: cannot read the database schema: \(error)")
+            printError("error: cannot read the database schema: \(error)" + privilegeHint(error, db))
             return ExitCode.failure
         }
+    }
+
+    /// The fix of a privilege the server refused (SQLSTATE 42501), as a hint line; empty for other errors.
+    static func privilegeHint(_ error: PostgresError, _ db: PostgresConnection) -> String {
+        error.sqlState == "42501" ? "\n    hint: " + Grants.fix(role: db.option("user")) : ""
     }
 
     /// `mqtt://HOST:PORT` or `mqtts://…`, or a usage error.

@@ -1,4 +1,5 @@
 import ParkWiseCLI
+import ParkWiseLog
 import Postgres
 
 enum MigrateCommand {
@@ -8,9 +9,15 @@ enum MigrateCommand {
         Adds 'sensor' to spots.source and creates the bridge's own tables (sensor_devices,
         sensor_events, sensor_spots, sensor_levels, sensor_gaps, sensor_faults, sensor_unknown_spots),
         numbered in sensor_schema_migrations. Each step runs once; a run's steps share one
-        transaction (an error keeps none of them). Running it again changes nothing. The backend's tables and data are not otherwise touched.
+        transaction (an error keeps none of them). Running it again changes nothing. The backend's
+        tables and data are not otherwise touched. Run it as the owner of the backend's tables.
+        --grant ROLE then grants the bridge's own role exactly what `run` needs (tables, and the
+        sequences behind their ids); give it again after each upgrade.
         """,
-        options: [Connections.databaseOption])
+        options: [
+            Connections.databaseOption,
+            .init(name: "grant", value: "role", help: "Then grant this role (the bridge's own, e.g. parkwise_bridge) what `run` needs."),
+        ])
 
     static func run(_ args: ParsedArguments) -> Int32 {
         let (db, url): (PostgresConnection, String)
@@ -30,8 +37,40 @@ enum MigrateCommand {
                 for step in applied { say("\(url): applied \(step.version): \(step.name)") }
                 say("\(url): now at bridge schema version \(Migrations.latest)")
             }
+        } catch {
+            return failed(error, db: db)
+        }
+        guard let role = args.option("grant") else { return ExitCode.success }
+        do {
+            for statement in try Grants.grant(db, to: role) { say("\(url): \(statement)") }
             return ExitCode.success
-        } catch where error.sqlState == "55P03" {
+        } catch {
+            let hint = error.sqlState == "42704" ? "create the role first: CREATE ROLE \(role) LOGIN PASSWORD '…'"
+                : "run it as the owner of the backend's tables"
+            printError("error: cannot grant \(role) the bridge's privileges (the migration is kept): \(error)\n    hint: \(hint)")
+            return ExitCode.failure
+        }
+    }
+
+    /// `run --migrate`: brings a database behind this bridge's schema up to it (nil: done, or nothing to do).
+    static func upgrade(_ db: PostgresConnection, url: String) -> Int32? {
+        do {
+            let current = try Migrations.currentVersion(db)
+            guard current < Migrations.latest else { return nil }
+            let applied = try Migrations.migrate(db)
+            Log.info("bridge schema migrated", ["database": url, "from": current, "to": Migrations.latest,
+                                                "steps": applied.map { String($0.version) }.joined(separator: ",")])
+            return nil
+        } catch {
+            return failed(error, db: db)
+        }
+    }
+
+    /// A migration that failed (nothing was changed), said with its fix; the exit code: 78 when this role may not
+    /// migrate (a deployment to fix), else 1 (a lock or the database's fault: trying again later helps).
+    private static func failed(_ error: PostgresError, db: PostgresConnection) -> Int32 {
+        switch error.sqlState {
+        case "55P03":
             printError("""
                 error: migration gave up after waiting \(Migrations.lockWait) for a table lock: another session's \
                 transaction holds one of the tables it changes; nothing was changed
@@ -39,7 +78,16 @@ enum MigrateCommand {
                 WHERE xact_start < now() - interval '5 seconds'), then run migrate again
                 """)
             return ExitCode.failure
-        } catch {
+        case "42501":
+            let role = db.option("user") ?? "ROLE"
+            printError("""
+                error: role \(role) may not migrate the database to bridge schema version \(Migrations.latest), \
+                nothing was changed: \(error)
+                    hint: as the owner of the backend's tables run: parkwise-bridge migrate --grant \(role) \
+                (deploy/backend/README.md, "Upgrade the bridge")
+                """)
+            return ExitCode.config
+        default:
             printError("error: migration failed, nothing was changed: \(error)")
             return ExitCode.failure
         }

@@ -13,15 +13,17 @@ enum RunCommand {
         Subscribes with a fixed client id and a persistent session, so the broker queues the feed
         while the bridge is away. Writes spots (source 'sensor'), reservation check-ins and
         check-outs, and occupancy snapshots; see deploy/backend/README.md. The database must have
-        been migrated (parkwise-bridge migrate). SIGTERM or SIGINT stops gracefully (what was
-        received is committed first; a failing database holds the stop at most stop_grace, then it
-        exits 1); a second one forces.
+        been migrated (parkwise-bridge migrate); --migrate migrates one behind this bridge first
+        (when its role may: exit 78 with the fix when not). SIGTERM or SIGINT stops gracefully (what
+        was received is committed first; a failing database holds the stop at most stop_grace,
+        then it exits 1); a second one forces.
         """,
         options: [
             .init(name: "broker", value: "url", help: "The broker, e.g. mqtt://127.0.0.1:1883 or mqtts://broker:8883.", required: true),
             Connections.databaseOption,
             .init(name: "config", value: "file", help: "Bridge settings (YAML): sites, devices, stale_after, …"),
             .init(name: "start-timeout", value: "seconds", help: "Give up when the broker cannot be reached this long at start (default 10)."),
+            .init(name: "migrate", value: nil, help: "Migrate a database behind this bridge's schema before running (as `migrate`)."),
             .init(name: "verbose", value: nil, help: "Log every batch (debug level)."),
         ])
 
@@ -52,7 +54,9 @@ enum RunCommand {
         case .failed(let code): return code
         case .ok(let connection, let text): (db, url) = (connection, text)
         }
-        if let code = Connections.checkSchema(db, url: url, needVersion: Migrations.latest) { return code }
+        let migrate = args.flag("migrate")
+        if let code = Connections.checkSchema(db, url: url, needVersion: migrate ? nil : Migrations.latest) { return code }
+        if migrate, let code = MigrateCommand.upgrade(db, url: url) { return code }
         let known: [DeviceKey: DeviceGate.Feed]
         do {
             known = Dictionary(try db.query(SQL.deviceModes).rows.compactMap { row -> (DeviceKey, DeviceGate.Feed)? in
@@ -60,7 +64,7 @@ enum RunCommand {
                 return (DeviceKey(site: site, device: device), row[2].map { .marked($0) } ?? .live)
             }, uniquingKeysWith: { a, _ in a })
         } catch {
-            printError("error: cannot read sensor_devices: \(error)")
+            printError("error: cannot read sensor_devices: \(error)" + Connections.privilegeHint(error, db))
             return ExitCode.failure
         }
 

@@ -122,14 +122,20 @@ struct DatabaseLoop {
             sleepThread(microseconds: UInt32.random(in: 10_000...100_000))
             return
         }
+        // A privilege refused: said with its fix, and held like any other fault (granted later, nothing is lost).
+        let fix = error.sqlState == "42501" ? Grants.fix(role: applier?.db.option("user")) : nil
         if error.isConnectionLoss || error.isReadOnly || applier?.db.isOK == false { applier = nil }
         let held = pending.count + runtime.feed.count
         let kind = error.sqlState ?? error.code.rawValue
         if outage.total > 0 && kind != outageKind {
-            Log.error("database still unavailable, for another reason", ["error": error, "held": held])
+            if let fix {
+                Log.error("database still unavailable, for another reason", ["error": error, "held": held, "fix": fix])
+            } else {
+                Log.error("database still unavailable, for another reason", ["error": error, "held": held])
+            }
         }
         outageKind = kind
-        outage.occurred(1, ["error": error, "held": held])
+        if let fix { outage.occurred(1, ["error": error, "held": held, "fix": fix]) } else { outage.occurred(1, ["error": error, "held": held]) }
         backoff()
     }
 
