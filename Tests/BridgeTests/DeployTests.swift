@@ -89,6 +89,14 @@ import TestSupport
         let plain = try runBridge(["run", "--broker", fixture.broker.url, "--database", fixture.url])
         #expect(plain.code == 78 && plain.err.contains("or start it with run --migrate"), "\(plain.err)")
 
+        // A role granted nothing cannot even read the schema's version: exit 1 (systemd tries again), with the fix.
+        let nothing = "none_" + fixture.database
+        try fixture.cluster.sql("CREATE ROLE \(nothing) LOGIN")
+        let bare = try runBridge(["run", "--migrate", "--broker", fixture.broker.url, "--database",
+                                  "postgresql://\(nothing)@127.0.0.1:\(fixture.cluster.port)/\(fixture.database)"])
+        #expect(bare.code == 1 && bare.err.contains("SQLSTATE 42501")
+                && bare.err.contains("hint: role \(nothing) lacks a privilege the bridge needs"), "\(bare.err)")
+
         let refused = try runBridge(["run", "--migrate", "--broker", fixture.broker.url, "--database", ownURL])
         #expect(refused.code == 78, "\(refused.err)")
         #expect(refused.err.contains("role \(role) may not migrate the database to bridge schema version 3"), "\(refused.err)")
@@ -102,6 +110,10 @@ import TestSupport
         let device = FakeDevice(fixture.broker)
         device.online(storageFault: "disk full")   // version 3's column
         #expect(fixture.waitFor("SELECT storage_fault FROM sensor_devices", "disk full"), "\(bridge.stderr)")
+        // The grant of a role not created yet says how to create it.
+        let missing = try runBridge(["migrate", "--database", fixture.url, "--grant", "no_such_role"])
+        #expect(missing.code == 1 && missing.err.contains("hint: create the role first: CREATE ROLE no_such_role LOGIN"),
+                "\(missing.err)")
     }
 
     /// The README's rollback, verbatim, on a database the bridge wrote (sensed, reserved and disabled spots): no spot

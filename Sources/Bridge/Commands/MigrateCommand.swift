@@ -54,9 +54,13 @@ enum MigrateCommand {
 
     /// `run --migrate`: brings a database behind this bridge's schema up to it (nil: done, or nothing to do).
     static func upgrade(_ db: PostgresConnection, url: String) -> Int32? {
+        let current: Int
+        do { current = try Migrations.currentVersion(db) } catch {
+            printError("error: cannot read the database schema: \(error)" + Connections.privilegeHint(error, db))
+            return ExitCode.failure
+        }
+        guard current < Migrations.latest else { return nil }
         do {
-            let current = try Migrations.currentVersion(db)
-            guard current < Migrations.latest else { return nil }
             let applied = try Migrations.migrate(db)
             Log.info("bridge schema migrated", ["database": url, "from": current, "to": Migrations.latest,
                                                 "steps": applied.map { String($0.version) }.joined(separator: ",")])
