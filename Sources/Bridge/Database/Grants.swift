@@ -4,14 +4,14 @@ import Postgres
 /// role" lists the same GRANTs). Granted by `parkwise-bridge migrate --grant ROLE`, run as the tables' owner.
 enum Grants {
     /// Table privileges, the statements' order.
-    static let tables: [(privileges: String, tables: [String])] = [
-        ("SELECT, UPDATE", ["spots", "reservations"]),
-        ("SELECT", ["levels", "sensor_schema_migrations"]),
+    static let tables: [(privileges: [String], tables: [String])] = [
+        (["SELECT", "UPDATE"], ["spots", "reservations"]),
+        (["SELECT"], ["levels", "sensor_schema_migrations"]),
         // The snapshot's INSERT … RETURNING reads the rows it wrote.
-        ("SELECT, INSERT", ["occupancy_snapshots"]),
-        ("INSERT", ["telemetry_events"]),
-        ("SELECT, INSERT, UPDATE, DELETE", ["sensor_devices", "sensor_events", "sensor_spots", "sensor_levels",
-                                             "sensor_gaps", "sensor_faults", "sensor_unknown_spots"]),
+        (["SELECT", "INSERT"], ["occupancy_snapshots"]),
+        (["INSERT"], ["telemetry_events"]),
+        (["SELECT", "INSERT", "UPDATE", "DELETE"], ["sensor_devices", "sensor_events", "sensor_spots", "sensor_levels",
+                                                  "sensor_gaps", "sensor_faults", "sensor_unknown_spots"]),
     ]
 
     /// Every sequence behind a column (bigserial, identity) of a table the bridge inserts into, qualified, in the
@@ -35,7 +35,7 @@ enum Grants {
     static func grant(_ db: PostgresConnection, to role: String) throws(PostgresError) -> [String] {
         try db.transaction { db throws(PostgresError) in
             let name = try db.query("SELECT quote_ident($1)", [role]).first?[0] ?? role
-            var statements = tables.map { "GRANT \($0.privileges) ON \($0.tables.joined(separator: ", ")) TO \(name)" }
+            var statements = tables.map { "GRANT \($0.privileges.joined(separator: ", ")) ON \($0.tables.joined(separator: ", ")) TO \(name)" }
             let inserted = tables.filter { $0.privileges.contains("INSERT") }.flatMap(\.tables)
             let sequences = try db.query(sequencesQuery, [textArray(inserted)]).rows.compactMap { $0[0] }
             if !sequences.isEmpty {
