@@ -70,6 +70,10 @@ enum RunCommand {
         let opened = SourceChoice.open(args, config: config, command: spec)
         guard case .opened(let source, let clock) = opened else { return opened.exitCode }
 
+        if let problem = StateDirectoryAccess.problem(directory: config.outbox.path) {
+            printError("error: \(problem)")
+            return ExitCode.config
+        }
         let lock = StateDirectoryLock.acquire(directory: config.outbox.path)
         if case .held(let holder) = lock {
             printError("error: another parkwise-agent (\(holder)) is using \(config.outbox.path)\n"
