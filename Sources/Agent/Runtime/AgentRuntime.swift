@@ -25,6 +25,8 @@ final class AgentRuntime: @unchecked Sendable {
         var service = ServiceNotifier(environment: [:])
         /// Line changes waiting for the event loop, at most (beyond that they are shed, see `LineQueue`).
         var lineQueueBound = 4096
+        /// The outbox directory refused its first write with EROFS (why, and the fix): the storage fault says it.
+        var readOnly: Credentials.Problem?
     }
 
     private let config: AgentConfig
@@ -648,7 +650,7 @@ final class AgentRuntime: @unchecked Sendable {
     private var statusSnapshot: StatusSnapshot {
         StatusSnapshot(config: config, garage: garage, session: session, stamper: stamper, tracker: tracker,
                        configHash: options.configHash, mode: options.mode, clockSynced: clockSynced,
-                       outboxUnusable: outboxUnusable)
+                       outboxUnusable: outboxUnusable, readOnly: options.readOnly)
     }
 
     /// Link events for the status; a new connection's birth carries the facts as they are now.
@@ -682,7 +684,8 @@ final class AgentRuntime: @unchecked Sendable {
         StatusPayload.Health(outboxDepth: session.outboxCount,
                              clock: StatusSnapshot.clockState(scaled: clock.isScaled, synced: clockSynced),
                              faultedInputs: inGarage { $0.faultedInputCount }, reconnects: tracker.reconnects,
-                             storageFault: StatusSnapshot.storageFault(session, stamper.state, outboxUnusable: outboxUnusable))
+                             storageFault: StatusSnapshot.storageFault(session, stamper.state, outboxUnusable: outboxUnusable,
+                                                                                       readOnly: options.readOnly))
     }
 
     private func publishStatus(_ snapshot: StatusSnapshot) {
