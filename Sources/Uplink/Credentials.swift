@@ -14,6 +14,12 @@ public struct Credentials: Sendable {
         /// The errno of a failed stat() or access(), when that was the problem.
         public var errno: Int32?
         public var description: String { "\(message)\n    hint: \(hint)" }
+
+        public init(message: String, hint: String, errno: Int32? = nil) {
+            self.message = message
+            self.hint = hint
+            self.errno = errno
+        }
     }
 
     /// A file the agent's user can read, and its status.

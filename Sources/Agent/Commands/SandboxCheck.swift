@@ -40,9 +40,17 @@ enum SandboxCheck {
     }
 
     /// The directory as written and, when it exists, as the kernel resolves it (a symlink into the state directory is
-    /// writable): a problem only when neither is writable for the service.
+    /// writable): a problem only when neither is writable for the service. A ReadWritePaths= directory that does not
+    /// exist is one too: systemd refuses to start the unit (status=226/NAMESPACE).
     private static func problem(_ sandbox: ServiceSandbox, _ directory: String) -> Credentials.Problem? {
-        guard let problem = sandbox.problem(outbox: directory) else { return nil }
+        guard let problem = sandbox.problem(outbox: directory) else {
+            guard let rule = sandbox.rule(for: directory), rule.setting.hasPrefix("ReadWritePaths="),
+                  access(rule.path, F_OK) != 0 else { return nil }
+            return Credentials.Problem(
+                message: "\(ServiceSandbox.unit) has \(rule.setting), which does not exist: systemd does not start the service "
+                    + "(status=226/NAMESPACE) until it does",
+                hint: "sudo install -d -o parkwise -g parkwise -m 750 \(rule.path)")
+        }
         guard let resolved = realpath(directory, nil) else { return problem }
         defer { free(resolved) }
         return sandbox.problem(outbox: String(cString: resolved)) == nil ? nil : problem

@@ -124,7 +124,7 @@ final class AgentRuntime: @unchecked Sendable {
             if let range = stamper.state.unaccounted(outboxHighest: durable.highestSeq) { stamper.state.declareUnaccounted(range) }
             outboxHighest = durable.highestSeq
         } catch {
-            Log.error("outbox unusable, events kept in memory only", ["dir": config.outbox.path, "error": error])
+            Log.error("outbox unusable, events kept in memory only", ["dir": config.outbox.path, "error": error.message])
             outbox = MemoryOutbox(capacity: config.outbox.capacity)
             startProblems = [error.message]
             outboxUnusable = "outbox unusable: \(error.message)"
