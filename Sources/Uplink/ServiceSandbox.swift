@@ -143,7 +143,7 @@ public struct ServiceSandbox: Sendable, Equatable {
     public static func allowHint(_ directory: String) -> String {
         keepDefault + ", or let the service write \(directory): sudo install -d -o parkwise -g parkwise -m 750 \(directory); "
             + "sudo systemctl edit parkwise-agent, add the two lines `[Service]` and `ReadWritePaths=\(directory)`; "
-            + "sudo systemctl restart parkwise-agent (deploy/systemd/README.md)"
+            + "sudo systemctl restart parkwise-agent (/usr/share/doc/parkwise-agent/SYSTEMD.md)"
     }
 
     /// What a write refused with EROFS at start means for the outbox `directory`. Run by systemd (`underService`) and
