@@ -89,8 +89,10 @@ public struct ServiceSandbox: Sendable, Equatable {
         default: break
         }
         if privateTmp { add(["/tmp", "/var/tmp"], .privateTmp, "PrivateTmp=yes") }
-        for (names, base, setting) in [(stateDirectories, "/var/lib", "StateDirectory"), (cacheDirectories, "/var/cache", "CacheDirectory"),
-                                       (logsDirectories, "/var/log", "LogsDirectory"), (runtimeDirectories, "/run", "RuntimeDirectory")] {
+        for (names, base, setting) in [(stateDirectories, "/var/lib", "StateDirectory"),
+                                       (cacheDirectories, "/var/cache", "CacheDirectory"),
+                                       (logsDirectories, "/var/log", "LogsDirectory"),
+                                       (runtimeDirectories, "/run", "RuntimeDirectory")] {
             for name in names { add([base + "/" + name], .writable, "\(setting)=\(name)") }
         }
         for path in readWritePaths { add([path], .writable, "ReadWritePaths=\(path)") }

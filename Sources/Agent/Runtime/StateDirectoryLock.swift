@@ -22,7 +22,7 @@ final class StateDirectoryLock {
         if let failure = DurableFile.makeDirectory(directory) { return .unusable(failure) }
         let path = directory + "/agent.lock"
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o640)
-        guard fd >= 0 else { return .unusable(DurableFile.Failure("open \(path)", code: errno)) }
+        guard fd >= 0 else { return .unusable(.errno("open \(path)")) }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             let holder = DurableFile.read(path: path).map { String(decoding: $0, as: UTF8.self) }.flatMap { $0.isEmpty ? nil : $0 }
             close(fd)

@@ -14,8 +14,11 @@ public enum DurableFile {
             self.code = code
         }
 
-        /// `what` failed with the current errno.
-        static func errno(_ what: String) -> Failure { Failure(what, code: Glibc.errno) }
+        /// `what` failed with the current errno (read before `what` is built).
+        public static func errno(_ what: @autoclosure () -> String) -> Failure {
+            let code = Glibc.errno
+            return Failure(what(), code: code)
+        }
 
         public var description: String { message }
     }
