@@ -215,9 +215,9 @@ public enum WireJSON {
     }
 
     /// Through JSONEncoder, whatever the type: the reference the hand-written payloads are checked against.
-    public static func encodeWithFoundation(_ value: some Encodable, escapingSlashes: Bool = false) -> [UInt8] {
+    public static func encodeWithFoundation(_ value: some Encodable) -> [UInt8] {
         let encoder = JSONEncoder()
-        encoder.outputFormatting = escapingSlashes ? [.sortedKeys] : [.sortedKeys, .withoutEscapingSlashes]
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         // Our payload types encode only strings, numbers and booleans: encoding cannot fail.
         return Array((try? encoder.encode(value)) ?? Data("{}".utf8))
     }
