@@ -205,10 +205,18 @@ public struct LevelStatePayload: Codable, Sendable, Hashable {
 public enum WireJSON {
     /// The payloads sent on every edge, without JSONEncoder: the same bytes (see `WireWriter`).
     public static func encode(_ value: some WireWritable) -> [UInt8] {
+        encodeIfValid(value) ?? unencodable
+    }
+
+    /// Nil where JSONEncoder would have thrown (a NaN, an infinity).
+    public static func encodeIfValid(_ value: some WireWritable) -> [UInt8]? {
         var writer = WireWriter(capacity: 256)
         value.write(to: &writer)
-        return writer.failed ? Array("{}".utf8) : writer.bytes
+        return writer.failed ? nil : writer.bytes
     }
+
+    /// What is sent for a payload JSON cannot hold.
+    public static let unencodable = Array("{}".utf8)
 
     public static func encode(_ value: some Encodable) -> [UInt8] {
         encodeWithFoundation(value)

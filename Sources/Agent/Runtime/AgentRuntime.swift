@@ -337,10 +337,8 @@ final class AgentRuntime: @unchecked Sendable {
             watching.removeAll(keepingCapacity: true)
             if let edges { watching.append(contentsOf: edges.slots) }
             if let uplink { watching.append(pollfd(fd: uplink.fd, events: uplink.events, revents: 0)) }
-            var until = deadline
-            for due in [edges?.due, uplink?.due] {
-                if let due, until.map({ due * 1_000_000 < $0 }) ?? true { until = due * 1_000_000 }
-            }
+            // The lines' and the link's own deadlines (milliseconds) too: no array built for them on every input.
+            let until = earliest(deadline, edges?.due.map { $0 * 1_000_000 }, uplink?.due.map { $0 * 1_000_000 }, nil, nil, nil, nil)
             switch inbox.wait(until: until, watching: watching) {
             case .input(let input):
                 return input

@@ -7,7 +7,8 @@ public struct OutboxEntry: Codable, Sendable, Hashable {
     /// The event as published (`WireJSON.encode(event)`), encoded once when the event is set: the outbox record
     /// and the MQTT payload are both these bytes (an edge's event is not encoded twice).
     public private(set) var wire: [UInt8] = []
-    /// False when the event holds what JSON cannot (a NaN): `wire` is then `{}`, and its outbox record is refused.
+    /// False when the event holds what JSON cannot (a NaN): `wire` is then `WireJSON.unencodable`, and its outbox
+    /// record is refused.
     public private(set) var encodable = true
     /// CLOCK_MONOTONIC nanoseconds of `event.at` (and of `event.arrival`, when it has one).
     public var atMonotonic: Int64
@@ -24,10 +25,9 @@ public struct OutboxEntry: Codable, Sendable, Hashable {
     }
 
     private mutating func encode() {
-        var writer = WireWriter(capacity: 256)
-        event.write(to: &writer)
-        encodable = !writer.failed
-        wire = encodable ? writer.bytes : Array("{}".utf8)
+        let bytes = WireJSON.encodeIfValid(event)
+        encodable = bytes != nil
+        wire = bytes ?? WireJSON.unencodable
     }
 
     enum CodingKeys: String, CodingKey {
