@@ -62,13 +62,13 @@ public struct Credentials: Sendable {
         var username: String?, password: String?
         var problems: [(line: Int, message: String, hint: String)] = []
         for (index, raw) in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated() {
-            let line = trimmed(String(raw))
+            let line = String(raw).trimmed
             guard !line.isEmpty, !line.hasPrefix("#") else { continue }
             guard let equals = line.firstIndex(of: "=") else {
                 problems.append((index + 1, "a line without '='", "write key=value: username=DEVICE-ID or password=…"))
                 continue
             }
-            let key = trimmed(String(line[..<equals])), value = trimmed(String(line[line.index(after: equals)...]))
+            let key = String(line[..<equals]).trimmed, value = String(line[line.index(after: equals)...]).trimmed
             switch key {
             case "username" where username == nil: username = value
             case "password" where password == nil: password = value
@@ -98,9 +98,5 @@ public struct Credentials: Sendable {
         throw Problem(message: "credentials file \(path) has username=\(username) but the config's device is '\(device)'",
                       hint: "the broker's ACL needs the device id as username: username=\(device) (and that user in the "
                         + "broker's password file), or set `device: \(username)`")
-    }
-
-    private static func trimmed(_ text: String) -> String {
-        String(text.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed())
     }
 }
