@@ -3,7 +3,7 @@ import Postgres
 /// A statement that speaks for the whole batch, or for the periodic sweep, not for one message's data. A data error
 /// it raises (SQLSTATE class 22, 23…) comes from a rule of the database — a CHECK, trigger or deferred constraint
 /// someone added to a table the bridge writes — not from a message: no message is skipped for it. In a batch it
-/// is a fault (held, retried with backoff); in the sweep, that step is tried again at the next sweep.
+/// is a fault (held, retried with backoff); in the sweep, that step is tried again at the next sweep (`Sweep`).
 enum WholeStatement: String, Sendable, CustomStringConvertible {
     // The batch's.
     case cursorWrite = "cursor_write"
@@ -31,6 +31,7 @@ enum WholeStatement: String, Sendable, CustomStringConvertible {
         }
     }
 
+    /// What to do about a data error it raised.
     var hint: String {
         switch self {
         case .commit:
@@ -38,6 +39,13 @@ enum WholeStatement: String, Sendable, CustomStringConvertible {
         default:
             "a CHECK, trigger or rule on \(table) refuses the bridge's own write: find it (\\d \(table)) and remove or fix it"
         }
+    }
+
+    /// What to do about `error`, raised by this statement.
+    func hint(for error: PostgresError) -> String {
+        if error.isDataError { return hint }
+        if error.sqlState == "57014" { return ApplyError.timeoutHint }
+        return "the database refuses \(rawValue) on \(table) for its own reason (a privilege, a missing table, a full disk): see the error"
     }
 }
 
@@ -59,4 +67,6 @@ struct ApplyError: Error, CustomStringConvertible {
     var isCancelled: Bool { error.sqlState == "57014" }
 
     var description: String { error.description }
+
+    static let timeoutHint = "raise statement_timeout for the bridge's role (ALTER ROLE … SET statement_timeout = '30s') or find what makes its writes slow (a trigger, locks, an overloaded server)"
 }

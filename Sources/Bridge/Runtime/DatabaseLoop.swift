@@ -153,8 +153,7 @@ struct DatabaseLoop {
             return
         }
         explain("timeout", "one message alone takes longer than the database's statement_timeout, messages held",
-                ["statement_timeout": timeout, "error": error,
-                 "hint": "raise statement_timeout for the bridge's role (ALTER ROLE … SET statement_timeout = '30s') or find what makes its writes slow (a trigger, locks, an overloaded server)"])
+                ["statement_timeout": timeout, "error": error, "hint": ApplyError.timeoutHint])
         fault(error)
     }
 

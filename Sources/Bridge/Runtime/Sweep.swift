@@ -6,15 +6,16 @@ import Glibc
 
 /// Every `reassert_every`: devices offline too long leave the free count, detected gaps are checked, check-ins the
 /// API held up are completed, the sensors' view is re-asserted over the backend's writes, the slot's snapshot is
-/// written. Each step is a statement of its own (no transaction): one that a rule of the database refuses (a CHECK
-/// or trigger someone added to its table: a data error) is said once per streak and tried again at the next sweep,
-/// and the other steps still run; any other failure is the database's (thrown: held and retried like a batch's).
+/// written. Each step is a statement of its own (no transaction), and the feed does not wait for any: a step that
+/// fails — refused by a rule someone added to its table (a data error), cancelled by the site's statement_timeout, a
+/// privilege missing — is said once per streak and tried again at the next sweep, and the other steps still run.
+/// Only a lost connection or a read-only server is thrown: the loop's fault (reconnect, hold, backoff).
 struct Sweep {
     let config: BridgeConfig
     private var next = 0.0
     private var nextSpotRefresh = 0.0
     private var lastSlot: Int64 = -1
-    private var refused: [WholeStatement: LogStreak] = [:]
+    private var failing: [WholeStatement: LogStreak] = [:]
 
     init(config: BridgeConfig) { self.config = config }
 
@@ -52,13 +53,13 @@ struct Sweep {
     private mutating func step<T>(_ statement: WholeStatement, _ body: () throws(PostgresError) -> T) throws(ApplyError) -> T? {
         do {
             let value = try body()
-            refused[statement]?.ended(["statement": statement])
+            failing[statement]?.ended(["statement": statement])
             return value
         } catch {
-            guard error.isDataError else { throw ApplyError(error, statement: statement) }
-            refused[statement, default: LogStreak(.error, "a rule of the database refuses the sweep's own write, tried again at the next sweep",
-                                                  ended: "the sweep's write is accepted again")]
-                .occurred(1, ["statement": statement, "table": statement.table, "error": error, "hint": statement.hint])
+            guard !error.isConnectionLoss && !error.isReadOnly else { throw ApplyError(error, statement: statement) }
+            failing[statement, default: LogStreak(.error, "a step of the sweep failed, tried again at the next sweep (the feed goes on)",
+                                                  ended: "the sweep's step works again")]
+                .occurred(1, ["statement": statement, "table": statement.table, "error": error, "hint": statement.hint(for: error)])
             return nil
         }
     }
