@@ -131,7 +131,7 @@ struct DatabaseLoop {
             return cancelled(applier, error, size: size)
         }
         if let statement = failure.statement, error.isDataError {
-            explain("refused", "a rule of the database refuses the bridge's own write, not a message's data: messages held",
+            explain("refused " + statement.rawValue, "a rule of the database refuses the bridge's own write, not a message's data: messages held",
                     ["statement": statement, "table": statement.table, "error": error, "hint": statement.hint])
             return fault(error)
         }
