@@ -205,19 +205,27 @@ public struct LevelStatePayload: Codable, Sendable, Hashable {
 public enum WireJSON {
     /// The payloads sent on every edge, without JSONEncoder: the same bytes (see `WireWriter`).
     public static func encode(_ value: some WireWritable) -> [UInt8] {
+        encodeIfValid(value) ?? unencodable
+    }
+
+    /// Nil where JSONEncoder would have thrown (a NaN, an infinity).
+    public static func encodeIfValid(_ value: some WireWritable) -> [UInt8]? {
         var writer = WireWriter(capacity: 256)
         value.write(to: &writer)
-        return writer.failed ? Array("{}".utf8) : writer.bytes
+        return writer.failed ? nil : writer.bytes
     }
+
+    /// What is sent for a payload JSON cannot hold.
+    public static let unencodable = Array("{}".utf8)
 
     public static func encode(_ value: some Encodable) -> [UInt8] {
         encodeWithFoundation(value)
     }
 
     /// Through JSONEncoder, whatever the type: the reference the hand-written payloads are checked against.
-    public static func encodeWithFoundation(_ value: some Encodable, escapingSlashes: Bool = false) -> [UInt8] {
+    public static func encodeWithFoundation(_ value: some Encodable) -> [UInt8] {
         let encoder = JSONEncoder()
-        encoder.outputFormatting = escapingSlashes ? [.sortedKeys] : [.sortedKeys, .withoutEscapingSlashes]
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         // Our payload types encode only strings, numbers and booleans: encoding cannot fail.
         return Array((try? encoder.encode(value)) ?? Data("{}".utf8))
     }

@@ -3,14 +3,11 @@
 /// the keys in JSONEncoder's sorted order (plain byte order); `WireWriterTests` checks every byte against JSONEncoder.
 public struct WireWriter {
     public private(set) var bytes: [UInt8] = []
-    /// JSONEncoder without `.withoutEscapingSlashes` writes `/` as `\/`.
-    public let escapeSlashes: Bool
     /// A value JSON cannot hold (NaN, infinity) was written: JSONEncoder would have thrown.
     public private(set) var failed = false
     private var first = true
 
-    public init(capacity: Int, escapeSlashes: Bool = false) {
-        self.escapeSlashes = escapeSlashes
+    public init(capacity: Int) {
         bytes.reserveCapacity(capacity)
     }
 
@@ -33,6 +30,12 @@ public struct WireWriter {
         bytes.append(UInt8(ascii: "\""))
         bytes.append(UInt8(ascii: ":"))
     }
+
+    /// A value already written as JSON (by a `WireWriter` with the same settings), as it is.
+    public mutating func raw(_ json: [UInt8]) { bytes.append(contentsOf: json) }
+
+    /// What is being written cannot be JSON (as `failed`).
+    public mutating func fail() { failed = true }
 
     public mutating func null() { bytes.append(contentsOf: [UInt8(ascii: "n"), UInt8(ascii: "u"), UInt8(ascii: "l"), UInt8(ascii: "l")]) }
 
@@ -78,8 +81,7 @@ public struct WireWriter {
         value.withUTF8 { utf8 in
             bytes.append(UInt8(ascii: "\""))
             var start = 0
-            for (i, byte) in utf8.enumerated() where byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\")
-                || (byte == UInt8(ascii: "/") && escapeSlashes) {
+            for (i, byte) in utf8.enumerated() where byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
                 bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<i]))
                 escape(byte)
                 start = i + 1
@@ -101,7 +103,7 @@ public struct WireWriter {
             let low = byte & 0xF
             bytes.append(contentsOf: [UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), UInt8(ascii: "0") + (byte >> 4),
                                       low < 10 ? UInt8(ascii: "0") + low : UInt8(ascii: "a") + low - 10])
-        default: bytes.append(byte)   // " \ /
+        default: bytes.append(byte)   // " \\
         }
     }
 

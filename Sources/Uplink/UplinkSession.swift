@@ -115,19 +115,15 @@ public final class UplinkSession {
             }
             guard entry.event.seq <= sendableUpTo else { return }
             guard eventsInFlight < window else { return }
-            var event = entry.event
-            if event.seq <= replayUpTo { event.replayed = true }
-            sentUpTo = event.seq
-            if send(event, as: .event(event.seq)) { eventsInFlight += 1 }
+            sentUpTo = entry.event.seq
+            if send(entry, as: .event(entry.event.seq)) { eventsInFlight += 1 }
         }
         if let announcement, !announcementSent, announcement.event.seq <= sendableUpTo { sendAnnouncement(announcement) }
     }
 
     private func sendAnnouncement(_ entry: OutboxEntry) {
-        var event = entry.event
-        if event.seq <= replayUpTo { event.replayed = true }
         announcementSent = true
-        send(event, as: .announcement(event.seq))
+        send(entry, as: .announcement(entry.event.seq))
     }
 
     /// An event declaring dropped events. It stays out of the outbox (a full outbox must not drop
@@ -277,9 +273,16 @@ public final class UplinkSession {
         return (seqs.count, seqs.min())
     }
 
+    /// The event's bytes as encoded when it was stamped; a replayed one (sent again after a reconnect) says so.
     @discardableResult
-    private func send(_ event: EventPayload, as sent: Sent) -> Bool {
-        publish(topic: topics.events, payload: WireJSON.encode(event), retain: false, as: sent)
+    private func send(_ entry: OutboxEntry, as sent: Sent) -> Bool {
+        var payload = entry.wire
+        if entry.event.seq <= replayUpTo {
+            var event = entry.event
+            event.replayed = true
+            payload = WireJSON.encode(event)
+        }
+        return publish(topic: topics.events, payload: payload, retain: false, as: sent)
     }
 
     /// True while the publish awaits its `acknowledged` (QoS 1: the PUBACK; QoS 0: written whole to the socket).

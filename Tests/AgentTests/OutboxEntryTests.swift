@@ -1,3 +1,4 @@
+import FoundationEssentials
 import ParkWiseContract
 import Testing
 import Uplink
@@ -21,6 +22,20 @@ import Uplink
         #expect(fixed.event.departure == fixed.event.at)
         #expect(fixed.event.id == "e1")
         #expect(fixed.event.seq == 4)
+        #expect(fixed.wire == WireJSON.encode(fixed.event), "the bytes it is published with are the corrected event's")
+    }
+
+    /// The published bytes are encoded once, and follow the event: built, changed, and read back from the outbox file.
+    @Test func theWireBytesAreTheEventsOwn() throws {
+        var e = entry(clock: "synced")
+        #expect(e.wire == WireJSON.encode(e.event))
+        e.event.reason = "a/b"
+        #expect(e.wire == WireJSON.encode(e.event))
+        let read = try JSONDecoder().decode(OutboxEntry.self, from: Data(WireJSON.encode(e)))
+        #expect(read == e)
+        #expect(read.wire == WireJSON.encode(e.event))
+        e.event.staySeconds = .nan
+        #expect(!e.encodable && e.wire == Array("{}".utf8), "what JSON cannot hold is refused, as JSONEncoder throws")
     }
 
     @Test func syncedOrOtherBootEventsAreLeftAlone() {

@@ -316,6 +316,45 @@ func pendingOnDisk(_ path: String) -> (pending: [UInt64], records: Int) {
         #expect(reopened.lostAtOpen == [1...1, 2...2], "the next start declares them")
     }
 
+    /// Power lost at any byte of a batch's write: every seq the file held or was given is still pending, declared by
+    /// the next open, acknowledged, or above the highest seq the file stored (which the agent's start declares). Here
+    /// the batch's records are a removal, adds and drop records, and one event of the batch is given up at once
+    /// between two that are added (superseded by a later change of its spot, while a passage before it is kept).
+    @Test func aWriteTornAtAnyByteLeavesNoSilentGap() throws {
+        let dir = temporaryDirectory().path
+        let log = dir + "/outbox.log"
+        let before: [UInt8]
+        let after: [UInt8]
+        do {
+            let (outbox, _) = try DurableOutbox.open(directory: dir, capacity: 5)
+            for seq in 1...2 { _ = outbox.append(entry(UInt64(seq), type: "lane.passage", spot: nil, lane: "L1")) }
+            outbox.remove(seq: 1)   // acknowledged: its removal goes with the next write
+            before = [UInt8](try Data(contentsOf: URL(fileURLWithPath: log)))
+            let batch = [entry(3, type: "lane.passage", spot: nil, lane: "L1"), entry(4, spot: "P2-A-01"),
+                         entry(5, type: "lane.passage", spot: nil, lane: "L2"), entry(6, type: "spot.vacated", spot: "P2-A-01"),
+                         entry(7, spot: "P2-A-02")]
+            let result = outbox.append(batch, sparing: [2])
+            #expect(result.failure == nil)
+            #expect(result.dropped.map(\.event.seq) == [4], "the superseded change of P2-A-01, given up at once")
+            after = [UInt8](try Data(contentsOf: URL(fileURLWithPath: log)))
+        }
+        let start = recordsEnd(before), end = recordsEnd(after)
+        #expect(end > start && after.count == before.count, "the write went into the reserve")
+        for cut in start...end {
+            var torn = after
+            for i in cut..<end { torn[i] = before[i] }   // what the reserve held there: zeros
+            try Data(torn).write(to: URL(fileURLWithPath: log))
+            let (reopened, _) = try DurableOutbox.open(directory: dir, capacity: 5)
+            let pending = Set(reopened.pending.map(\.event.seq))
+            let declared = Set(reopened.lostAtOpen.flatMap { Array($0) })
+            for seq in UInt64(2)...7 {
+                let accounted = pending.contains(seq) || declared.contains(seq) || seq > reopened.highestSeq
+                #expect(accounted, "cut at byte \(cut - start) of \(end - start): seq \(seq) neither pending (\(pending.sorted())) nor declared (\(declared.sorted())) and below the highest stored (\(reopened.highestSeq))")
+            }
+            #expect(pending.contains(2) || declared.contains(2), "cut at byte \(cut - start): an event stored before the write is never lost")
+        }
+    }
+
     /// An event the full outbox gives up leaves a drop record, synced with the batch that made it: the next open
     /// declares it, also after a compaction, until the caller says the drops are saved elsewhere.
     @Test func eventsGivenUpAreDeclaredByTheNextOpenUntilSavedElsewhere() throws {

@@ -80,8 +80,9 @@ import Testing
         }
     }
 
-    /// The outbox file's records, slashes escaped as JSONEncoder without `.withoutEscapingSlashes` writes them.
-    @Test func outboxRecordsMatchJSONEncoderByteForByte() {
+    /// The outbox file's records, as JSONEncoder writes them with `.withoutEscapingSlashes` (the event inside is its
+    /// published bytes, `OutboxEntry.wire`), and still read back by the decoder that reads escaped slashes too.
+    @Test func outboxRecordsMatchJSONEncoderByteForByte() throws {
         var random = PayloadDice(seed: 0x5EED_0005)
         for round in 0..<3000 {
             let entry = OutboxEntry(event: random.event(all: round % 4 == 0), atMonotonic: Int64(truncatingIfNeeded: random.integer()),
@@ -92,16 +93,19 @@ import Testing
                            OutboxLog.Record(drop: random.unsigned()), OutboxLog.Record(drop: random.unsigned(), dropTo: random.unsigned()),
                            OutboxLog.Record(add: entry, del: random.unsigned(), drop: random.unsigned(), dropTo: random.unsigned(),
                                             floor: random.unsigned())] {
-                let reference = (try? Self.escapingSlashes.encode(record)).map { Array($0) } ?? []
+                // Nothing where JSONEncoder throws (a NaN): the outbox refuses such a record.
+                let reference = (try? Self.encoder.encode(record)).map { Array($0) } ?? []
                 compare(record.json, reference, round: round)
+                if !reference.isEmpty {
+                    #expect(try JSONDecoder().decode(OutboxLog.Record.self, from: Data(record.json)).add == record.add, "round \(round)")
+                }
             }
         }
     }
 
-    /// As OutboxLog wrote its records before: JSONEncoder, sorted keys, slashes escaped, nothing where it threw.
-    private static var escapingSlashes: JSONEncoder {
+    private static var encoder: JSONEncoder {
         let encoder = JSONEncoder()
-        encoder.outputFormatting = .sortedKeys
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         return encoder
     }
 

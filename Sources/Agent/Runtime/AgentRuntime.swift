@@ -335,10 +335,8 @@ final class AgentRuntime: @unchecked Sendable {
             watching.removeAll(keepingCapacity: true)
             if let edges { watching.append(contentsOf: edges.slots) }
             if let uplink { watching.append(pollfd(fd: uplink.fd, events: uplink.events, revents: 0)) }
-            var until = deadline
-            for due in [edges?.due, uplink?.due] {
-                if let due, until.map({ due * 1_000_000 < $0 }) ?? true { until = due * 1_000_000 }
-            }
+            // The lines' and the link's own deadlines (milliseconds) too: no array built for them on every input.
+            let until = earliest(deadline, edges?.due.map { $0 * 1_000_000 }, uplink?.due.map { $0 * 1_000_000 }, nil, nil, nil, nil)
             switch inbox.wait(until: until, watching: watching) {
             case .input(let input):
                 return input
@@ -575,11 +573,11 @@ final class AgentRuntime: @unchecked Sendable {
         let changed = garage.takeChanged()
         for s in changed.spots {
             let spot = inGarage { $0.spot(s) }
-            session.setRetained(topic: spotTopics[s], payload: WireJSON.encode(stamper.spotState(spot)))
+            session.setRetained(topic: spotTopics[s], payload: WireJSON.encode(inStamper { $0.spotState(spot) }))
         }
         for l in changed.levels {
             let level = inGarage { $0.level(l) }
-            session.setRetained(topic: levelTopics[l], payload: WireJSON.encode(stamper.levelState(level)))
+            session.setRetained(topic: levelTopics[l], payload: WireJSON.encode(inStamper { $0.levelState(level) }))
         }
     }
 
@@ -676,13 +674,15 @@ final class AgentRuntime: @unchecked Sendable {
     /// Reads the garage in place: a plain read of a struct a class holds copies it first (retaining each of its
     /// arrays), and these reads come after every input.
     private func inGarage<T>(_ read: (inout Garage) -> T) -> T { read(&garage) }
+    /// The stamper and its device state, read in place (the same reason).
+    private func inStamper<T>(_ read: (inout EventStamper) -> T) -> T { read(&stamper) }
 
     /// The retained status's changing facts, read in place: this runs after every input, so no snapshot is built.
     private var statusHealth: StatusPayload.Health {
         StatusPayload.Health(outboxDepth: session.outboxCount,
                              clock: StatusSnapshot.clockState(scaled: clock.isScaled, synced: clockSynced),
                              faultedInputs: inGarage { $0.faultedInputCount }, reconnects: tracker.reconnects,
-                             storageFault: StatusSnapshot.storageFault(session, stamper.state, outboxUnusable: outboxUnusable))
+                             storageFault: inStamper { StatusSnapshot.storageFault(session, $0.state, outboxUnusable: outboxUnusable) })
     }
 
     private func publishStatus(_ snapshot: StatusSnapshot) {

@@ -7,8 +7,15 @@ enum CRC32 {
     }
 
     static func checksum(_ bytes: some Sequence<UInt8>) -> UInt32 {
-        var c: UInt32 = 0xFFFF_FFFF
-        for byte in bytes { c = table[Int((c ^ UInt32(byte)) & 0xFF)] ^ (c >> 8) }
-        return c ^ 0xFFFF_FFFF
+        bytes.withContiguousStorageIfAvailable(checksum(of:)) ?? Array(bytes).withUnsafeBufferPointer(checksum(of:))
+    }
+
+    /// Over memory in place: the record of every edge is checked, without a bounds check per byte.
+    private static func checksum(of bytes: UnsafeBufferPointer<UInt8>) -> UInt32 {
+        table.withUnsafeBufferPointer { table in
+            var c: UInt32 = 0xFFFF_FFFF
+            for byte in bytes { c = table[Int((c ^ UInt32(byte)) & 0xFF)] ^ (c >> 8) }
+            return c ^ 0xFFFF_FFFF
+        }
     }
 }

@@ -80,10 +80,11 @@ public final class DurableOutbox: Outbox {
             // Drop records, not removals: with them on disk in the same sync, a crash before the device state saves
             // these drops still has the next start declare them. (An event of the batch given up at once is never
             // added: its drop record is all the file says of it.)
-            // The adds first: a write torn after a drop record must not leave that drop's seq (raising the highest
-            // seq stored) without the lower seqs added after it in the batch.
-            records += batch.filter { !droppedSeqs.contains($0.event.seq) }.map { OutboxLog.Record(add: $0) }
-                + dropped.map { OutboxLog.Record(drop: $0.event.seq) }
+            // Adds and drop records in seq order: whatever prefix of the write a power cut leaves, the seqs it stored
+            // run up to the highest one it holds with none missing below (a drop record after a higher add, torn off,
+            // would leave that seq neither pending nor declared), and the next start declares what lies above.
+            let adds = batch.filter { !droppedSeqs.contains($0.event.seq) }.map { OutboxLog.Record(add: $0) }
+            records += (adds + dropped.map { OutboxLog.Record(drop: $0.event.seq) }).sorted { $0.seq < $1.seq }
             keep(dropped: dropped.map(\.event.seq))
         }
         guard !records.isEmpty else { return (dropped, nil) }

@@ -32,6 +32,9 @@ final class OutboxLog {
             self.init(drop: seqs.lowerBound, dropTo: seqs.count > 1 ? seqs.upperBound : nil)
         }
 
+        /// The seq an add or a drop record is about (0 for others).
+        var seq: UInt64 { add?.event.seq ?? drop ?? 0 }
+
         enum CodingKeys: String, CodingKey { case add, del, drop, dropTo = "drop_to", floor }
     }
 
@@ -127,7 +130,7 @@ final class OutboxLog {
     /// Appends records; with `sync`, they are on disk when this returns.
     func append(_ records: [Record], sync: Bool) throws(UplinkError) {
         var bytes: [UInt8] = []
-        for record in records { bytes += OutboxLog.frame(record) }
+        for record in records { OutboxLog.frame(record, into: &bytes) }
         let stored = records.compactMap { $0.add?.event.seq }.max() ?? 0
         // The reserve runs out about once between two compactions: a new one, synced with these records.
         let end = size + off_t(bytes.count)
@@ -158,9 +161,10 @@ final class OutboxLog {
     /// floor record first keeps the highest seq ever stored; `drops` are written again as drop records.
     func rewrite(_ entries: [OutboxEntry], drops: [ClosedRange<UInt64>]) throws(UplinkError) {
         let top = max(highest, entries.map(\.event.seq).max() ?? 0, drops.map(\.upperBound).max() ?? 0)
-        var bytes = OutboxLog.frame(Record(floor: top))
-        for seqs in drops { bytes += OutboxLog.frame(Record(dropped: seqs)) }
-        for entry in entries { bytes += OutboxLog.frame(Record(add: entry)) }
+        var bytes: [UInt8] = []
+        OutboxLog.frame(Record(floor: top), into: &bytes)
+        for seqs in drops { OutboxLog.frame(Record(dropped: seqs), into: &bytes) }
+        for entry in entries { OutboxLog.frame(Record(add: entry), into: &bytes) }
         // With a fresh reserve; without one if the disk has no room for it.
         var withReserve = true
         if DurableFile.replace(path: path, with: bytes + OutboxLog.zeros) != nil {
@@ -180,9 +184,11 @@ final class OutboxLog {
         highest = top
     }
 
-    static func frame(_ record: Record) -> [UInt8] {
+    /// Appends the record's frame (one per edge: no array of its own for each part).
+    static func frame(_ record: Record, into bytes: inout [UInt8]) {
         let json = record.json
-        return le32(UInt32(json.count)) + le32(CRC32.checksum(json)) + json
+        for field in [UInt32(json.count), CRC32.checksum(json)] { withUnsafeBytes(of: field.littleEndian) { bytes += $0 } }
+        bytes += json
     }
 
     /// The events the records leave pending, how many records were read, the highest seq stored, where the
@@ -249,8 +255,6 @@ final class OutboxLog {
               let record = try? JSONDecoder().decode(Record.self, from: Data(json)) else { return nil }
         return (record, offset + 8 + length)
     }
-
-    private static func le32(_ v: UInt32) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v >> 16 & 0xFF), UInt8(v >> 24)] }
 
     private static func readLE32(_ b: [UInt8], _ i: Int) -> UInt32 {
         UInt32(b[i]) | UInt32(b[i + 1]) << 8 | UInt32(b[i + 2]) << 16 | UInt32(b[i + 3]) << 24

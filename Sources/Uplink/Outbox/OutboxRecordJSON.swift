@@ -1,7 +1,9 @@
 import ParkWiseContract
 
 // Outbox records are written on every edge (an event's `add`, its `del` once acknowledged): by hand, byte for byte
-// as JSONEncoder with `.sortedKeys` (slashes escaped) writes them. ContractTests check every byte against it.
+// as JSONEncoder with `.sortedKeys` and `.withoutEscapingSlashes` writes them (the event's own bytes are the ones it
+// is published with, encoded once: `OutboxEntry.wire`). WireWriterTests check every byte against JSONEncoder.
+// Files written before escaped slashes (`\/`); every JSON reader, this one included, reads both.
 
 extension OutboxEntry: WireWritable {
     public func write(to w: inout WireWriter) {
@@ -9,7 +11,7 @@ extension OutboxEntry: WireWritable {
         w.integer("arrival_mono", ifPresent: arrivalMonotonic.map { Int($0) })
         w.integer("at_mono", Int(atMonotonic))
         w.key("event")
-        event.write(to: &w)
+        if encodable { w.raw(wire) } else { w.fail() }
         w.string("kernel_boot", kernelBoot)
         w.close()
     }
@@ -31,7 +33,7 @@ extension OutboxLog.Record: WireWritable {
 
     /// The record's JSON in the outbox file; empty where JSONEncoder would have thrown (a NaN), as it always was.
     var json: [UInt8] {
-        var writer = WireWriter(capacity: 384, escapeSlashes: true)
+        var writer = WireWriter(capacity: 384)
         write(to: &writer)
         return writer.failed ? [] : writer.bytes
     }
