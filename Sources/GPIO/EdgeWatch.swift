@@ -31,6 +31,9 @@ final class EdgeWatch {
     /// looks every `recheckMilliseconds` while idle.
     static let recheckMilliseconds: Int64 = 5000
     static let recheckAfterRemoval: [Int64] = [200, 1000, 5000]
+    /// A line busy at start is asked for again this often (monotonic ms), while any is: a real deadline, not a tick.
+    static let busyRetryMilliseconds: Int64 = 10_000
+    private var busyRetryAt: Int64?
 
     init(lines: LineSet, names: [String], buffer: EdgeBuffer,
          deliver: @escaping @Sendable ([LineChange]) -> Void, failed: @escaping @Sendable (GPIOFailure) -> Void) {
@@ -39,16 +42,18 @@ final class EdgeWatch {
         self.buffer = buffer
         self.deliver = deliver
         self.failed = failed
-        slots = lines.lines.map { pollfd(fd: $0.eventFD, events: Int16(POLLIN), revents: 0) }
+        slots = lines.lines.map { pollfd(fd: $0?.eventFD ?? -1, events: Int16(POLLIN), revents: 0) }
         lastAt = Array(repeating: 0, count: lines.lines.count)
         slots.append(pollfd(fd: chips.fd, events: Int16(POLLIN), revents: 0))
+        if !lines.waiting.isEmpty { busyRetryAt = monotonicMilliseconds() + Self.busyRetryMilliseconds }
     }
 
     /// When to look again without an event (monotonic ms; nil: only an event wakes it). `now` is read only when
     /// a recheck is pending or there is no inotify.
     func due() -> Int64? {
-        if let first = rechecks.first { return first }
-        return chips.fd >= 0 ? nil : monotonicMilliseconds() + Self.recheckMilliseconds
+        let recheck = rechecks.first ?? (chips.fd >= 0 ? nil : monotonicMilliseconds() + Self.recheckMilliseconds)
+        guard let retry = busyRetryAt else { return recheck }
+        return min(retry, recheck ?? retry)
     }
 
     /// A round after a poll of `slots` (same order; all revents 0 when the poll timed out).
@@ -64,6 +69,7 @@ final class EdgeWatch {
             rechecks = Self.recheckAfterRemoval.map { at + $0 }
         }
         batch.removeAll(keepingCapacity: true)
+        if let retry = busyRetryAt, retry <= monotonicMilliseconds() { askForBusyLines() }
         var full = false
         for index in 0..<watchSlot where revents[index] != 0 && slots[index].fd >= 0 {
             guard revents[index] & Int16(POLLIN) != 0 else {
@@ -72,7 +78,7 @@ final class EdgeWatch {
             }
             edges.removeAll(keepingCapacity: true)
             do {
-                try lines.lines[index].readEdges(using: buffer, into: &edges)
+                try lines.lines[index]!.readEdges(using: buffer, into: &edges)
             } catch {
                 if error.errno == EINTR || error.errno == EAGAIN { continue }
                 lost(index, reason: "reading its events failed: \(errnoText(error.errno))")
@@ -101,9 +107,26 @@ final class EdgeWatch {
     /// state is right whatever was lost on the way.
     private func reread(_ index: Int, after last: Bool) {
         fullQueues.occurred(1, ["input": names[index]])
-        guard let level = try? lines.lines[index].level(), level != last else { return }
+        guard let level = try? lines.lines[index]?.level(), level != last else { return }
         lastAt[index] = max(lastAt[index], monotonicNanoseconds())
         batch.append((LineChange(input: index, active: level, at: MonotonicInstant(nanoseconds: lastAt[index])), batch.count))
+    }
+
+    /// Asks the kernel again for the lines that were busy: a line it grants is watched from now on, and its level is
+    /// handed on as a `regained` change (its input was lost until now). The others wait for the next retry.
+    private func askForBusyLines() {
+        for index in lines.waiting.keys.sorted() {
+            // A line whose level cannot be read is let go again, and asked for at the next retry.
+            guard let request = lines.waiting[index], let line = try? request(), let active = try? line.level() else { continue }
+            lines.waiting[index] = nil
+            lines.lines[index] = line
+            slots[index].fd = line.eventFD
+            lastAt[index] = max(lastAt[index], monotonicNanoseconds())
+            Log.info("GPIO line free again, watched from now on", ["input": names[index], "active": active])
+            batch.append((LineChange(input: index, active: active, at: MonotonicInstant(nanoseconds: lastAt[index]), regained: true),
+                          batch.count))
+        }
+        busyRetryAt = lines.waiting.isEmpty ? nil : monotonicMilliseconds() + Self.busyRetryMilliseconds
     }
 
     /// A line whose chip went away (an expander unbound, a driver crashed) can no longer be watched. It leaves the poll
@@ -111,7 +134,7 @@ final class EdgeWatch {
     /// from now on, so the report should make it a fault (its spot or lane `unknown`), never a silent state.
     private func lost(_ index: Int, reason: String) {
         slots[index].fd = -1
-        let line = lines.lines[index]
+        guard let line = lines.lines[index] else { return }
         failed(GPIOFailure(input: index,
                            message: "GPIO: lost \(names[index]) on \(line.chip.label) line \(line.offset) (\(line.chip.name)): "
                                + "\(reason). The GPIO chip was removed or failed; check its wiring and the kernel log "

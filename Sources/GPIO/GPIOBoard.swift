@@ -25,16 +25,25 @@ public final class GPIOBoard: Sendable {
         var hosted: EdgeWatch?
     }
 
-    private init(lines: sending LineSet, initialLevels: [Bool], names: [String]) {
+    private init(lines: sending LineSet, initialLevels: [Bool], names: [String], busyAtStart: [GPIOFailure] = []) {
         self.initialLevels = initialLevels
         self.names = names
+        self.busyAtStart = busyAtStart
         state = Mutex(State(lines: lines, thread: nil, hosted: nil))
     }
+
+    /// Inputs whose lines were busy at start (`waitForBusyLines`), with what holds them: lost until their line is free.
+    public let busyAtStart: [GPIOFailure]
 
     /// Resolves and requests every input as input with both-edge events, bias and active-low from config.
     /// Lines are requested one by one, so an error names the one input that failed; the lines requested
     /// before it are released again.
-    public static func open(inputs: [InputConfig], board: BoardChoice, consumer: String) throws(GPIOError) -> GPIOBoard {
+    /// `waitForBusyLines` (the agent's run): a line another program or a driver holds does not stop the others. Its
+    /// input is in `busyAtStart`, and the watch asks for the line again every `EdgeWatch.busyRetryMilliseconds`; once
+    /// it has it, the input's level comes as a `regained` change. Only when every line is busy does this throw. A line
+    /// held by the agent or one of its tools always throws (two of them on one garage is a mistake to say at once).
+    public static func open(inputs: [InputConfig], board: BoardChoice, consumer: String,
+                            waitForBusyLines: Bool = false) throws(GPIOError) -> GPIOBoard {
         guard !inputs.isEmpty else {
             _ = try LineResolver.profile(for: board)
             return GPIOBoard(lines: LineSet(), initialLevels: [], names: [])
@@ -44,6 +53,8 @@ public final class GPIOBoard: Sendable {
         let lines = LineSet()
         var levels: [Bool] = []
         var claimed: [String: InputConfig] = [:]
+        var busy: [GPIOFailure] = []
+        var busyProblem: GPIOError?
         for input in inputs {
             let target = try resolver.resolve(input)
             let key = "\(target.chip.name):\(target.offset)"
@@ -54,7 +65,27 @@ public final class GPIOBoard: Sendable {
                                     + "each sensor needs its own line, check the wiring plan")
             }
             claimed[key] = input
-            let line = try request(target, for: input, consumer: consumer)
+            let request = { () throws(RequestFailure) -> LineHandle in
+                try target.chip.requestBothEdges(offset: target.offset, consumer: consumer, activeLow: input.activeLow,
+                                                 bias: input.bias)
+            }
+            let line: LineHandle
+            do {
+                line = try request()
+            } catch {
+                let problem = requestError(error, target, input)
+                guard waitForBusyLines, problem.code == .lineBusy, !(error.holder?.hasPrefix("parkwise-") ?? false) else {
+                    throw problem
+                }
+                busy.append(GPIOFailure(input: lines.lines.count, message: problem.message
+                                            + "; the agent runs without it and asks for the line again every "
+                                            + "\(EdgeWatch.busyRetryMilliseconds / 1000) s"))
+                busyProblem = busyProblem ?? problem
+                lines.waiting[lines.lines.count] = request
+                lines.lines.append(nil)
+                levels.append(false)
+                continue
+            }
             lines.lines.append(line)
             do {
                 levels.append(try line.level())
@@ -64,17 +95,10 @@ public final class GPIOBoard: Sendable {
                                 errno: error.errno)
             }
         }
+        // Nothing to watch at all: as before, the first busy line's error (systemd starts the agent again).
+        if let busyProblem, busy.count == inputs.count { throw busyProblem }
         let names = inputs.map { "\($0.owner) (\($0.ref))" }
-        return GPIOBoard(lines: lines, initialLevels: levels, names: names)
-    }
-
-    private static func request(_ target: ResolvedLine, for input: InputConfig, consumer: String) throws(GPIOError) -> LineHandle {
-        do {
-            return try target.chip.requestBothEdges(offset: target.offset, consumer: consumer,
-                                                    activeLow: input.activeLow, bias: input.bias)
-        } catch {
-            throw requestError(error, target, input)
-        }
+        return GPIOBoard(lines: lines, initialLevels: levels, names: names, busyAtStart: busy)
     }
 
     private static func requestError(_ failure: RequestFailure, _ target: ResolvedLine, _ input: InputConfig) -> GPIOError {
@@ -184,12 +208,16 @@ public final class GPIOBoard: Sendable {
     }
 }
 
-/// The requested lines, in input order. Releasing it releases the lines last-first; each chip closes when its
-/// last line is released, so chips also close in reverse order of acquisition.
+/// The requested lines, in input order (nil: a line busy at start, asked for again through `waiting`). Releasing it
+/// releases the lines last-first; each chip closes when its last line is released, so chips also close in reverse
+/// order of acquisition.
 final class LineSet {
-    var lines: [LineHandle] = []
+    var lines: [LineHandle?] = []
+    /// Per input whose line was busy at start: the request to try again.
+    var waiting: [Int: () throws(RequestFailure) -> LineHandle] = [:]
 
     deinit {
+        waiting.removeAll()
         while !lines.isEmpty { lines.removeLast() }
     }
 }

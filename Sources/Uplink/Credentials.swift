@@ -14,6 +14,12 @@ public struct Credentials: Sendable {
         /// The errno of a failed stat() or access(), when that was the problem.
         public var errno: Int32?
         public var description: String { "\(message)\n    hint: \(hint)" }
+
+        public init(message: String, hint: String, errno: Int32? = nil) {
+            self.message = message
+            self.hint = hint
+            self.errno = errno
+        }
     }
 
     /// A file the agent's user can read, and its status.
@@ -56,13 +62,13 @@ public struct Credentials: Sendable {
         var username: String?, password: String?
         var problems: [(line: Int, message: String, hint: String)] = []
         for (index, raw) in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated() {
-            let line = trimmed(String(raw))
+            let line = String(raw).trimmed
             guard !line.isEmpty, !line.hasPrefix("#") else { continue }
             guard let equals = line.firstIndex(of: "=") else {
                 problems.append((index + 1, "a line without '='", "write key=value: username=DEVICE-ID or password=…"))
                 continue
             }
-            let key = trimmed(String(line[..<equals])), value = trimmed(String(line[line.index(after: equals)...]))
+            let key = String(line[..<equals]).trimmed, value = String(line[line.index(after: equals)...]).trimmed
             switch key {
             case "username" where username == nil: username = value
             case "password" where password == nil: password = value
@@ -92,9 +98,5 @@ public struct Credentials: Sendable {
         throw Problem(message: "credentials file \(path) has username=\(username) but the config's device is '\(device)'",
                       hint: "the broker's ACL needs the device id as username: username=\(device) (and that user in the "
                         + "broker's password file), or set `device: \(username)`")
-    }
-
-    private static func trimmed(_ text: String) -> String {
-        String(text.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed())
     }
 }

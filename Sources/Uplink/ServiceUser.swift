@@ -65,7 +65,7 @@ public struct ServiceUser: Sendable {
             + ", group " + ServiceUser.groupName(st.st_gid)
     }
 
-    static func userName(_ uid: uid_t) -> String {
+    public static func userName(_ uid: uid_t) -> String {
         getpwuid(uid).flatMap { $0.pointee.pw_name.map { String(cString: $0) } } ?? "uid \(uid)"
     }
 

@@ -242,6 +242,27 @@ import Testing
         #expect(h.garage.spot(0).occupancy == .unknown)
     }
 
+    /// A line busy at start is lost until the board gets it: then its level is the spot's state, and edges count again.
+    @Test func aRegainedInputIsReadAgainFromItsLevelThen() {
+        var h = GarageHarness(garageConfig())
+        h.garage.inputLost(2, at: .milliseconds(0), into: &h.events)
+        h.edge(2, true, at: 5_000)
+        h.events.removeAll()
+        h.garage.inputRegained(2, active: true, at: .milliseconds(10_000), into: &h.events)
+        #expect(h.events.map(\.kind) == [.sensorRecovered(subject: "spot P1-A-01", input: "GPIO4")])
+        #expect(h.garage.spot(0).occupancy == .occupied)
+        #expect(!h.garage.everyInputLost && h.garage.faultedInputCount == 0)
+        h.events.removeAll()
+        h.edge(2, false, at: 20_000)
+        h.advance(to: 60_000)
+        #expect(h.events.contains { if case .spotVacated = $0.kind { true } else { false } }, "\(h.events)")
+        #expect(h.garage.spot(0).occupancy == .free)
+        h.events.removeAll()
+        h.garage.inputRegained(2, active: true, at: .milliseconds(70_000), into: &h.events)
+        #expect(h.events.isEmpty, "an input that is not lost is not regained")
+        #expect(h.garage.spot(0).occupancy == .free)
+    }
+
     @Test func everyInputLostOnlyWhenTheLastOneGoes() {
         var h = GarageHarness(garageConfig(spots: 2))
         for input in 0..<3 {

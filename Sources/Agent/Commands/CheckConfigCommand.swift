@@ -10,8 +10,9 @@ enum CheckConfigCommand {
             Prints each problem as FILE:LINE:COL with a hint, all at once, then checks the credentials and
             TLS files it names as `run` would, and that the credentials' username is the device id (the
             broker's ACL needs it). Run as root, it also checks that the service's user (parkwise, or
-            $PARKWISE_AGENT_USER) may read the config and those files. Exit 0 when the file is valid, 78
-            when it is not.
+            $PARKWISE_AGENT_USER) may read the config and those files, and that the installed systemd unit
+            (with its drop-ins) lets the service write outbox.path. Exit 0 when the file is valid, 78 when it
+            is not.
             """,
         arguments: [.init(name: "file", help: "The config file to check (YAML).")])
 
@@ -22,7 +23,7 @@ enum CheckConfigCommand {
             printConfigProblems(error, path: path)
             return ExitCode.config
         }
-        var issues = ServiceUserCheck.issues(config: config, configPath: path)
+        var issues = ServiceUserCheck.issues(config: config, configPath: path) + SandboxCheck.issues(config: config, configPath: path)
         do {
             let credentials = try LinkFiles.check(config.mqtt, configPath: path)
             if let credentials, let file = config.mqtt.files.first(where: { $0.role == .credentials }) {

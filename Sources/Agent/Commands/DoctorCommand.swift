@@ -18,7 +18,8 @@ enum DoctorCommand {
         check-config), the credentials and TLS files (as run checks them; certificates' expiry), whether the
         service runs and what its status socket reports, the board against the config, every configured line
         (present, requestable, level at rest; read from the running service's status instead while it runs), the
-        clock (adjtimex), the outbox directory (write + fsync, free space, pending events and the oldest one's age),
+        clock (adjtimex), the outbox directory (write + fsync, free space, pending events and the oldest one's age;
+        whether the installed systemd unit's sandbox lets the service write it),
         and each broker: name resolution, TCP, TLS handshake and certificate (expiry date), authentication,
         publishing in the device's tree (QoS 1 to .../doctor, MQTT 5 PUBACK reason code, and the message coming
         back: the broker's ACL must allow .../doctor both ways, see deploy/mosquitto/acl.conf), and subscribing to
@@ -91,7 +92,7 @@ enum DoctorCommand {
         add("board", BoardChecks.board(config))
         add("inputs", BoardChecks.lines(config, service: service))
         add("clock", HostChecks.clock())
-        add("outbox", HostChecks.outbox(config, status: service.status))
+        add("outbox", HostChecks.outbox(config, status: service.status) + SandboxCheck.steps(config))
         if config.board == .simulated && config.mqtt.brokers.isEmpty {
             add("brokers", [ProbeStep(.ok, "none configured")])
         } else if filesOK, case .success(let credentials) = Result(catching: { () throws(ConfigIssues) in

@@ -70,6 +70,10 @@ enum RunCommand {
         let opened = SourceChoice.open(args, config: config, command: spec)
         guard case .opened(let source, let clock) = opened else { return opened.exitCode }
 
+        if let problem = StateDirectoryAccess.problem(directory: config.outbox.path) {
+            printError("error: \(problem)")
+            return ExitCode.config
+        }
         let lock = StateDirectoryLock.acquire(directory: config.outbox.path)
         if case .held(let holder) = lock {
             printError("error: another parkwise-agent (\(holder)) is using \(config.outbox.path)\n"
@@ -77,6 +81,7 @@ enum RunCommand {
             return ExitCode.failure
         }
         defer { withExtendedLifetime(lock) {} }
+        let readOnly = readOnlyDirectory(lock, config.outbox.path)
         // A file-size limit (or a full quota) must fail the write, not kill the agent.
         signal(SIGXFSZ, SIG_IGN)
         let runtime: AgentRuntime
@@ -84,7 +89,7 @@ enum RunCommand {
             runtime = try AgentRuntime(config: config, source: source, clock: clock, credentials: credentials,
                                        options: .init(configHash: configHash, mode: source.mode,
                                                      service: ServiceNotifier(environment: Environment.values(ServiceNotifier.variables)),
-                                                     lineQueueBound: lineQueue))
+                                                     lineQueueBound: lineQueue, readOnly: readOnly))
         } catch {
             // Restarting cannot heal a count at its end: exit as for a config error, which systemd does not restart.
             printError("error: \(error)")
@@ -100,6 +105,15 @@ enum RunCommand {
         return code
     }
 
+    /// An outbox directory that refused its lock file with EROFS, said once and first (the state file's and the outbox's
+    /// own errors follow, each with only its errno): why it is read-only, most likely the service's sandbox, and the fix.
+    static func readOnlyDirectory(_ lock: StateDirectoryLock.Outcome, _ directory: String) -> Credentials.Problem? {
+        guard case .unusable(let failure) = lock, failure.code == EROFS else { return nil }
+        // systemd sets INVOCATION_ID for every service it runs.
+        let problem = ServiceSandbox.readOnly(directory: directory, underService: Environment.value("INVOCATION_ID") != nil)
+        Log.error("outbox directory read-only", ["dir": directory, "error": failure, "why": problem.message, "fix": problem.hint])
+        return problem
+    }
 }
 
 /// A stop signal that came before the runtime existed.

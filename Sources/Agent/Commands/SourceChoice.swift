@@ -56,7 +56,10 @@ enum SourceChoice {
         // The kernel shows who holds a line: the agent itself, or which of the technician's tools.
         let consumer = command.name == "run" ? "parkwise-agent" : "parkwise-\(command.name)"
         do {
-            return .opened(.board(try GPIOBoard.open(inputs: config.inputs, board: config.board, consumer: consumer)),
+            // The agent runs without a line another program holds (its input a fault until the line is free); the
+            // technician's tools want every line, and say which one is busy.
+            return .opened(.board(try GPIOBoard.open(inputs: config.inputs, board: config.board, consumer: consumer,
+                                                     waitForBusyLines: command.name == "run")),
                            AgentClock())
         } catch {
             printError("error: \(error.message)" + (error.errno.map { " (errno \($0))" } ?? ""))

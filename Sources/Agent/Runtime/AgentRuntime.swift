@@ -25,6 +25,8 @@ final class AgentRuntime: @unchecked Sendable {
         var service = ServiceNotifier(environment: [:])
         /// Line changes waiting for the event loop, at most (beyond that they are shed, see `LineQueue`).
         var lineQueueBound = 4096
+        /// The outbox directory refused its first write with EROFS (why, and the fix): the storage fault says it.
+        var readOnly: Credentials.Problem?
     }
 
     private let config: AgentConfig
@@ -122,7 +124,7 @@ final class AgentRuntime: @unchecked Sendable {
             if let range = stamper.state.unaccounted(outboxHighest: durable.highestSeq) { stamper.state.declareUnaccounted(range) }
             outboxHighest = durable.highestSeq
         } catch {
-            Log.error("outbox unusable, events kept in memory only", ["dir": config.outbox.path, "error": error])
+            Log.error("outbox unusable, events kept in memory only", ["dir": config.outbox.path, "error": error.message])
             outbox = MemoryOutbox(capacity: config.outbox.capacity)
             startProblems = [error.message]
             outboxUnusable = "outbox unusable: \(error.message)"
@@ -166,6 +168,11 @@ final class AgentRuntime: @unchecked Sendable {
             for level in config.levels { _ = garage.calibrate(level: level.id, count: 0) }
         } else {
             for (level, count) in stamper.state.laneCounts { _ = garage.calibrate(level: level, count: count) }
+        }
+        for busy in source.busyAtStart {
+            // A fault the backend sees at once; the line is asked for again, and the input recovers once it is free.
+            Log.error("GPIO line busy, the agent runs without it", ["problem": busy.message])
+            garage.inputLost(busy.input, at: start, into: &events)
         }
         clockSynced = stamper.clockSynchronized
         if let pending = stamper.state.announcement { session.announce(pending) }
@@ -646,7 +653,7 @@ final class AgentRuntime: @unchecked Sendable {
     private var statusSnapshot: StatusSnapshot {
         StatusSnapshot(config: config, garage: garage, session: session, stamper: stamper, tracker: tracker,
                        configHash: options.configHash, mode: options.mode, clockSynced: clockSynced,
-                       outboxUnusable: outboxUnusable)
+                       outboxUnusable: outboxUnusable, readOnly: options.readOnly)
     }
 
     /// Link events for the status; a new connection's birth carries the facts as they are now.
@@ -682,7 +689,9 @@ final class AgentRuntime: @unchecked Sendable {
         StatusPayload.Health(outboxDepth: session.outboxCount,
                              clock: StatusSnapshot.clockState(scaled: clock.isScaled, synced: clockSynced),
                              faultedInputs: inGarage { $0.faultedInputCount }, reconnects: tracker.reconnects,
-                             storageFault: inStamper { StatusSnapshot.storageFault(session, $0.state, outboxUnusable: outboxUnusable) })
+                             storageFault: inStamper {
+                                 StatusSnapshot.storageFault(session, $0.state, outboxUnusable: outboxUnusable, readOnly: options.readOnly)
+                             })
     }
 
     private func publishStatus(_ snapshot: StatusSnapshot) {

@@ -42,6 +42,9 @@ final class LineQueue: Sendable {
                 if s.waiting.count < bound {
                     s.waiting.append(change)
                 } else {
+                    // A regained input stays regained through the changes that replace its last one.
+                    var change = change
+                    change.regained = change.regained || s.last[change.input]?.regained == true
                     if s.last.updateValue(change, forKey: change.input) != nil {
                         s.shed += 1
                         s.shedInputs.insert(change.input)

@@ -29,6 +29,12 @@ enum LineSource {
         return Array(repeating: false, count: count)
     }
 
+    /// Inputs whose lines were busy at start: lost until the board gets them (see `GPIOBoard.open`).
+    var busyAtStart: [GPIOFailure] {
+        if case .board(let board) = self { return board.busyAtStart }
+        return []
+    }
+
     /// Starts delivering changes into the line queue (a lost input, the end of a trace into the inbox). Returns
     /// what stops it. Simulated and replayed changes come from a thread of their own that sleeps until each is due,
     /// as the board's event thread does: nothing else wakes. `hosted`: the board's lines are polled by the caller's

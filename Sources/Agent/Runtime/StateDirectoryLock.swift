@@ -12,17 +12,17 @@ final class StateDirectoryLock {
 
     enum Outcome {
         case locked(StateDirectoryLock)
-        /// The directory cannot be used at all: the agent runs with its outbox in memory.
-        case unusable
+        /// The directory cannot be used at all (what failed): the agent runs with its outbox in memory.
+        case unusable(DurableFile.Failure)
         /// Another agent holds it (its pid, when it wrote one).
         case held(by: String)
     }
 
     static func acquire(directory: String) -> Outcome {
-        guard DurableFile.makeDirectory(directory) == nil else { return .unusable }
+        if let failure = DurableFile.makeDirectory(directory) { return .unusable(failure) }
         let path = directory + "/agent.lock"
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o640)
-        guard fd >= 0 else { return .unusable }
+        guard fd >= 0 else { return .unusable(.errno("open \(path)")) }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             let holder = DurableFile.read(path: path).map { String(decoding: $0, as: UTF8.self) }.flatMap { $0.isEmpty ? nil : $0 }
             close(fd)

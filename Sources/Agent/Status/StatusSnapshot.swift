@@ -18,6 +18,8 @@ struct StatusSnapshot {
     let clockSynced: Bool
     /// The outbox could not be opened at start: events live in memory only, all run.
     let outboxUnusable: String?
+    /// The outbox directory was read-only at start (EROFS): why, and the fix.
+    let readOnly: Credentials.Problem?
 
     var clockState: String { Self.clockState(scaled: stamper.clock.isScaled, synced: clockSynced) }
 
@@ -27,7 +29,14 @@ struct StatusSnapshot {
     /// `doctor`), the worst first: a seq reservation that events are held for (nothing is sent), an outbox in memory
     /// only, the outbox's writes, an unusable state directory, the state file's last save. The `outbox.fault` event
     /// says the outbox's problems too, but while events are held it waits with them.
-    static func storageFault(_ session: UplinkSession, _ state: DeviceState, outboxUnusable: String?) -> String? {
+    /// A directory read-only since the start adds why (most likely the service's sandbox) and the fix.
+    static func storageFault(_ session: UplinkSession, _ state: DeviceState, outboxUnusable: String?,
+                             readOnly: Credentials.Problem?) -> String? {
+        guard let fault = diskFault(session, state, outboxUnusable: outboxUnusable) else { return nil }
+        return readOnly.map { "\(fault); \($0.message); fix: \($0.hint)" } ?? fault
+    }
+
+    private static func diskFault(_ session: UplinkSession, _ state: DeviceState, outboxUnusable: String?) -> String? {
         if state.awaitingReservation {
             return "cannot reserve sequence numbers in \(state.path ?? "the state directory"): "
                 + "new events are held until the disk takes writes again"
@@ -84,7 +93,8 @@ struct StatusSnapshot {
                                               oldestAgeSeconds: oldestAgeSeconds, lastSeq: state.seq,
                                               dropsDeclared: tracker.dropsDeclared,
                                               dropsUnannounced: (state.drops?.count ?? 0) + (state.announcement?.event.dropped ?? 0),
-                                              problem: Self.storageFault(session, state, outboxUnusable: outboxUnusable))
+                                              problem: Self.storageFault(session, state, outboxUnusable: outboxUnusable,
+                                                                                readOnly: readOnly))
         return AgentStatus(site: config.site, device: config.device, version: AgentVersion.current, configHash: configHash,
                            mode: mode ?? "live", pid: getpid(), boot: state.boot, now: stamper.wallTime(now),
                            startedAt: stamper.wallTime(tracker.startedAt), uptimeSeconds: tracker.uptimeSeconds,

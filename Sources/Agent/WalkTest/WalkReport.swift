@@ -97,8 +97,8 @@ struct WalkReport: Codable {
 
     /// Writes the JSON to `path` and the text beside it (`.txt` instead of `.json`), each replaced whole.
     func save(path: String) -> String? {
-        DurableFile.replace(path: path, with: Array((json + "\n").utf8))
-            ?? DurableFile.replace(path: WalkReport.textPath(path), with: Array(text.utf8))
+        (DurableFile.replace(path: path, with: Array((json + "\n").utf8))
+            ?? DurableFile.replace(path: WalkReport.textPath(path), with: Array(text.utf8)))?.message
     }
 
     /// Whether `save` can write there (its temporary file is created and removed), asked before the first step:

@@ -90,6 +90,8 @@ public struct BrokerAddress: Sendable, Hashable, CustomStringConvertible {
 public struct OutboxSettings: Sendable {
     public var path: String
     public var capacity: Int
+    /// Where the config file sets `path` (nil: the default).
+    public var pathMark: Mark?
 }
 
 public enum BoardChoice: Sendable, Hashable {

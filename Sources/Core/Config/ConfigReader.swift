@@ -129,7 +129,10 @@ public struct ConfigReader {
     private mutating func readOutbox(_ node: ConfigNode?) -> OutboxSettings {
         var settings = OutboxSettings(path: ConfigDefaults.outboxPath, capacity: ConfigDefaults.outboxCapacity)
         guard let node, let map = mapping(node, keys: ["path", "capacity"], in: "outbox") else { return settings }
-        if let p = map["path"], let path = string(p, what: "a directory path") { settings.path = path }
+        if let p = map["path"], let path = string(p, what: "a directory path") {
+            settings.path = path
+            settings.pathMark = p.mark
+        }
         if let c = map["capacity"],
            let capacity = int(c, what: "outbox.capacity", in: 1...100_000, hint: "200 holds hours of a busy level") {
             settings.capacity = capacity

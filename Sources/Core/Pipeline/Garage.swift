@@ -60,6 +60,7 @@ public struct Garage {
     /// Feeds one edge; first fires every timer due before it, so events stay in time order.
     public mutating func handle(_ change: LineChange, into events: inout [GarageEvent]) {
         precondition(started, "start(initial:at:) first")
+        if change.regained { return inputRegained(change.input, active: change.active, at: change.at, into: &events) }
         advance(to: change.at, into: &events)
         let i = change.input
         guard i >= 0 && i < filters.count, change.active != filters[i].raw else { return }
@@ -120,6 +121,16 @@ public struct Garage {
         for i in input.map({ [$0] }) ?? Array(filters.indices) where i >= 0 && i < filters.count {
             if health[i].lose() { fault(input: i, reason: .lost, at: at, into: &events) }
         }
+    }
+
+    /// A lost input can be read again (the board got its line, busy until now): the level read then is its state, as
+    /// after a chatter fault clears. Nothing happens for an input that was not lost.
+    public mutating func inputRegained(_ input: Int, active: Bool, at: MonotonicInstant, into events: inout [GarageEvent]) {
+        advance(to: at, into: &events)
+        guard input >= 0 && input < filters.count, health[input].regain(active: active, at: at) else { return }
+        filters[input] = InputFilter(mode: filters[input].mode, initial: active)
+        recover(input: input, at: at, into: &events)
+        scheduleHealth(input)
     }
 
     /// A filtered level change: health first (a stuck input releasing recovers), then its role.

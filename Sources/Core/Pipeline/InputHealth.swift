@@ -65,6 +65,18 @@ struct InputHealth {
         return true
     }
 
+    /// A lost input is read again (its line was busy at start, and is free now), at this level. False if it was not lost.
+    mutating func regain(active: Bool, at: MonotonicInstant) -> Bool {
+        guard fault == .lost else { return false }
+        fault = nil
+        recent.removeAll(keepingCapacity: true)
+        next = 0
+        lastEdge = nil
+        counted = nil
+        resume(active: active, at: at)
+        return true
+    }
+
     /// Records a filtered level change. True when it clears a stuck fault.
     mutating func filtered(active: Bool, at: MonotonicInstant) -> Bool {
         activeSince = active ? at : nil

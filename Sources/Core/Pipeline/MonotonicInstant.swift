@@ -20,10 +20,13 @@ public struct LineChange: Sendable, Hashable {
     public var input: Int
     public var active: Bool
     public var at: MonotonicInstant
+    /// The board reads this input again after it was lost (its line was busy at start): `active` is its level then.
+    public var regained: Bool
 
-    public init(input: Int, active: Bool, at: MonotonicInstant) {
+    public init(input: Int, active: Bool, at: MonotonicInstant, regained: Bool = false) {
         self.input = input
         self.active = active
         self.at = at
+        self.regained = regained
     }
 }

@@ -3,20 +3,40 @@ import ParkWiseLog
 
 /// Whole-file writes that survive a power cut: the file holds either the old or the new bytes.
 public enum DurableFile {
+    /// What a file operation failed with: the call and the path (`open /var/lib/x.tmp: ...`) and the errno.
+    public struct Failure: Error, Sendable, CustomStringConvertible {
+        public var message: String
+        public var code: Int32
+
+        /// `what` failed with `code`: the message says both, the errno's text included.
+        public init(_ what: String, code: Int32) {
+            message = "\(what): \(DurableFile.describe(code))"
+            self.code = code
+        }
+
+        /// `what` failed with the current errno (read before `what` is built).
+        public static func errno(_ what: @autoclosure () -> String) -> Failure {
+            let code = Glibc.errno
+            return Failure(what(), code: code)
+        }
+
+        public var description: String { message }
+    }
+
     /// Writes a temp file, fsyncs it, renames it over `path`, fsyncs the directory.
     /// Returns what failed, or nil.
-    public static func replace(path: String, with bytes: [UInt8]) -> String? {
+    public static func replace(path: String, with bytes: [UInt8]) -> Failure? {
         let temp = path + ".tmp"
         let fd = open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { return "open \(temp): \(errnoText())" }
-        var problem = writeAll(fd, bytes).map { "write \(temp): \(describe($0))" }
-        if problem == nil && fsync(fd) != 0 { problem = "fsync \(temp): \(errnoText())" }
+        guard fd >= 0 else { return .errno("open \(temp)") }
+        var problem = writeAll(fd, bytes).map { Failure("write \(temp)", code: $0) }
+        if problem == nil && fsync(fd) != 0 { problem = .errno("fsync \(temp)") }
         close(fd)
         if let problem {
             unlink(temp)
             return problem
         }
-        guard rename(temp, path) == 0 else { return "rename \(temp): \(errnoText())" }
+        guard rename(temp, path) == 0 else { return .errno("rename \(temp)") }
         syncDirectory(of: path)
         return nil
     }
@@ -68,11 +88,11 @@ public enum DurableFile {
     }
 
     /// Creates a directory and its parents (mode 0750). Returns what failed, or nil.
-    public static func makeDirectory(_ path: String) -> String? {
+    public static func makeDirectory(_ path: String) -> Failure? {
         var current = path.hasPrefix("/") ? "" : "."
         for part in path.split(separator: "/") {
             current += "/" + part
-            if mkdir(current, 0o750) != 0 && errno != EEXIST { return "mkdir \(current): \(errnoText())" }
+            if mkdir(current, 0o750) != 0 && errno != EEXIST { return .errno("mkdir \(current)") }
         }
         return nil
     }

@@ -31,7 +31,7 @@ public final class DurableOutbox: Outbox {
     /// Opens the outbox in `directory`. `problems` tells what had to be repaired at start.
     public static func open(directory: String, capacity: Int) throws(UplinkError) -> (DurableOutbox, problems: [String]) {
         if let problem = DurableFile.makeDirectory(directory) {
-            throw UplinkError(.outbox, "cannot create outbox directory: \(problem)")
+            throw UplinkError(.outbox, "cannot create outbox directory: \(problem)", code: problem.code)
         }
         let (log, loaded) = try OutboxLog.open(path: directory + "/outbox.log")
         let outbox = DurableOutbox(capacity: capacity, entries: loaded.entries, log: log,

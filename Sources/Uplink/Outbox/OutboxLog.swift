@@ -112,7 +112,7 @@ final class OutboxLog {
             reserved = off_t(parsed.goodEnd)
         }
         let fd = Glibc.open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o640)
-        guard fd >= 0 else { throw UplinkError(.outbox, "cannot open outbox file \(path): \(DurableFile.errnoText())") }
+        guard fd >= 0 else { throw UplinkError(.outbox, "cannot open outbox file \(path): \(DurableFile.errnoText())", code: errno) }
         let log = OutboxLog(path: path, fd: fd, highest: parsed.highest, size: off_t(parsed.goodEnd), reserved: reserved)
         // What the damage took is kept in the new file as drop records too: the damaged one is aside now, and a crash
         // before the device state saves these seqs must not make them a silent gap.
@@ -170,7 +170,7 @@ final class OutboxLog {
         if DurableFile.replace(path: path, with: bytes + OutboxLog.zeros) != nil {
             withReserve = false
             if let problem = DurableFile.replace(path: path, with: bytes) {
-                throw UplinkError(.outbox, "cannot rewrite outbox file: \(problem)", code: errno)
+                throw UplinkError(.outbox, "cannot rewrite outbox file: \(problem)", code: problem.code)
             }
         }
         // The descriptor still points at the old file: move it to the new one.

@@ -1,0 +1,58 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// `run` refuses a state directory it would spoil or cannot keep, before it creates anything: run as root where the
+/// service's user owns it, or run as a user who may not write what is in it (a root run's leftovers).
+@Suite struct StateDirectoryAccessTests {
+    /// A directory anyone may read, with a config for the simulated garage and an outbox directory owned by `nobody`.
+    func setUp() throws -> (config: String, outbox: String, nobody: uid_t) {
+        let dir = temporaryDirectory()
+        #expect(chmod(dir.path, 0o755) == 0)
+        let config = dir.appendingPathComponent("agent.yaml").path
+        try """
+        site: uniandes
+        device: p2-east
+        board: simulated
+        mqtt: { brokers: ["mqtt://127.0.0.1:9"] }
+        levels:
+          - { id: P1, capacity: 1 }
+        spots:
+          - { id: P1-A-01, input: GPIO17 }
+        """.write(toFile: config, atomically: true, encoding: .utf8)
+        #expect(chmod(config, 0o644) == 0)
+        let outbox = dir.appendingPathComponent("outbox").path
+        try FileManager.default.createDirectory(atPath: outbox, withIntermediateDirectories: false)
+        let nobody = getpwnam("nobody")!.pointee
+        #expect(chown(outbox, nobody.pw_uid, nobody.pw_gid) == 0 && chmod(outbox, 0o750) == 0)
+        return (config, outbox, nobody.pw_uid)
+    }
+
+    @Test(.enabled(if: getuid() == 0, "needs root"))
+    func aRunAsRootInTheServicesDirectoryIsRefusedWithWhomToRunAs() throws {
+        let (config, outbox, _) = try setUp()
+        let r = try runAgent(["run", "--config", config, "--outbox", outbox])
+        #expect(r.code == 78, "\(r.err)")
+        #expect(r.err.contains("error: \(outbox) belongs to user nobody: run as root, the agent would leave files in it"), "\(r.err)")
+        #expect(r.err.contains("hint: run it as that user (sudo -u nobody parkwise-agent run ...)"), "\(r.err)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: outbox).isEmpty, "nothing created")
+        // A directory of its own (not there yet, under one root owns) is root's to use.
+        let own = (config as NSString).deletingLastPathComponent + "/root-outbox"
+        let child = try Child(agentBinary, ["run", "--config", config, "--outbox", own])
+        defer { child.signal(SIGKILL); _ = child.wait(5) }
+        #expect(eventually(10) { FileManager.default.fileExists(atPath: own + "/agent.lock") }, "\(child.stderr)")
+    }
+
+    @Test(.enabled(if: getuid() == 0, "needs root: to run the agent as another user"))
+    func aFileTheAgentsUserMayNotWriteIsSaidWithTheChown() throws {
+        let (config, outbox, _) = try setUp()
+        let leftover = outbox + "/outbox.log"
+        try Data().write(to: URL(fileURLWithPath: leftover))
+        #expect(chmod(leftover, 0o640) == 0)   // root's, as a run with sudo leaves it
+        let r = try runAgentProgram("/usr/bin/setpriv", ["--reuid=nobody", "--regid=nogroup", "--clear-groups", agentBinary,
+                                                         "run", "--config", config, "--outbox", outbox])
+        #expect(r.code == 78, "\(r.err)")
+        #expect(r.err.contains("error: cannot write \(leftover) (owner root, mode 640): the agent, running as nobody, would keep nothing on disk"), "\(r.err)")
+        #expect(r.err.contains("hint: give the state directory back to nobody: sudo chown -R nobody: \(outbox)"), "\(r.err)")
+    }
+}
