@@ -43,6 +43,21 @@ import TestSupport
         #expect(!bridge.stderr.contains("skipped"), "\(bridge.stderr)")
     }
 
+    /// A status whose boot does not fit the cursor's bigint would be refused by the cursor write, where no message is
+    /// blamed (the feed held for ever): it is refused at the door instead, alone, and the feed goes on.
+    @Test func aStatusWhoseBootDoesNotFitIsRefusedAlone() throws {
+        let fixture = try BridgeFixture()
+        let started = try fixture.bridgeWithAppliedEvents(1)
+        let bridge = started.bridge
+        var device = started.device
+        device.send("status", #"{"boot":9223372036854775808,"since":"\#(wireTime())","state":"online","version":"0.1.0"}"#)
+        device.occupy(["P1-A-02"])
+        #expect(fixture.eventsLandedOnce(2, seconds: 15), "\(bridge.stderr)")
+        #expect(bridge.stderr.contains("message does not follow the contract, skipped topic=parkwise/v1/garage/p1-north/status"),
+                "\(bridge.stderr)")
+        #expect(!bridge.stderr.contains("database unavailable"), "\(bridge.stderr)")
+    }
+
     /// A CHECK on occupancy_snapshots refuses the sweep's snapshot: said once, naming it, while the feed goes on
     /// (nothing held, nothing skipped); the snapshot is written once the rule goes. Then a snapshot slower than the
     /// bridge role's statement_timeout: said the same way (before, each sweep started and ended an outage).
