@@ -76,6 +76,32 @@ final class BridgeFixture {
         eventually(seconds) { query(sql) == expected }
     }
 
+    /// A login role of the bridge's own (not the superuser), with what `migrate --grant` gives it and nothing more (as
+    /// deploy/backend/README.md deploys it): its name and URL.
+    func bridgeRole() throws -> (name: String, url: String) {
+        let role = "bridge_" + database
+        try cluster.sql("CREATE ROLE \(role) LOGIN")
+        let granted = try runBridge(["migrate", "--database", url, "--grant", role])
+        guard granted.code == 0 else { throw HarnessError("migrate --grant failed: \(granted.err)") }
+        return (role, "postgresql://\(role)@127.0.0.1:\(cluster.port)/\(database)")
+    }
+
+    /// Waits until events 1…`count` of one device are each in sensor_events once (none lost, none twice).
+    func eventsLandedOnce(_ count: Int, seconds: Double = 40) -> Bool {
+        waitFor("SELECT count(*) || ' ' || count(DISTINCT id) || ' ' || max(seq) FROM sensor_events", "\(count) \(count) \(count)",
+                seconds: seconds)
+    }
+
+    /// The bridge running, and a device online whose first `count` events (spots P1-A-01…) it applied.
+    func bridgeWithAppliedEvents(_ count: Int) throws -> (bridge: Child, device: FakeDevice) {
+        let bridge = try startBridge()
+        var device = FakeDevice(broker)
+        device.online()
+        device.occupy((1...count).map { "P1-A-" + String(format: "%02d", $0) })
+        guard waitFor("SELECT count(*) FROM sensor_events", "\(count)") else { throw HarnessError("events not applied: \(bridge.stderr)") }
+        return (bridge, device)
+    }
+
     func spot(_ id: String) -> String { query("SELECT status || '/' || coalesce(source, '-') FROM spots WHERE id = '\(id)'") }
 
     /// Free spots of a level, as the apps count them.
@@ -157,6 +183,11 @@ struct FakeDevice {
     mutating func stamp(_ type: String, at: String = wireTime(), clock: String = "synced", _ fields: String = "") -> String {
         seq += 1
         return #"{"at":"\#(at)","boot":\#(boot),"clock":"\#(clock)","id":"\#(UUID().uuidString.lowercased())","seq":\#(seq),"type":"\#(type)"\#(fields.isEmpty ? "" : "," + fields)}"#
+    }
+
+    /// A `spot.occupied` event for each spot, in order.
+    mutating func occupy(_ spots: [String], level: String = "P1") {
+        for spot in spots { event("spot.occupied", #""spot":"\#(spot)","level":"\#(level)""#) }
     }
 
     /// Moves the seq on without sending (events lost on the way).

@@ -9,19 +9,16 @@ import TestSupport
     /// flow: none is applied or skipped; once writes are back every event lands exactly once.
     @Test func aReadOnlyDatabaseHoldsEventsUntilItCanWriteAgain() throws {
         let fixture = try BridgeFixture()
-        let bridge = try fixture.startBridge()
-        var device = FakeDevice(fixture.broker)
-        device.online()
-        occupy(&device, (1...3).map { "P1-A-0\($0)" })
-        #expect(fixture.waitFor("SELECT count(*) FROM sensor_events", "3"), "\(bridge.stderr)")
+        let started = try fixture.bridgeWithAppliedEvents(3)
+        let bridge = started.bridge
+        var device = started.device
         try turnReadOnly(fixture)
-        occupy(&device, (4...9).map { "P1-A-0\($0)" })
+        device.occupy((4...9).map { "P1-A-0\($0)" })
         #expect(eventually(15) { bridge.stderr.contains("database unavailable, holding received messages")
             && bridge.stderr.contains("SQLSTATE 25006") }, "\(bridge.stderr)")
         #expect(fixture.query("SELECT count(*) FROM sensor_events") == "3")
         try fixture.cluster.sql("ALTER DATABASE \(fixture.database) RESET default_transaction_read_only")
-        #expect(fixture.waitFor("SELECT count(*) || ' ' || count(DISTINCT id) || ' ' || max(seq) FROM sensor_events", "9 9 9",
-                                seconds: 40), "\(bridge.stderr)")
+        #expect(fixture.eventsLandedOnce(9, seconds: 40), "\(bridge.stderr)")
         #expect(fixture.waitFor("SELECT count(*) FROM spots WHERE source = 'sensor' AND status = 'occupied'", "9"))
         #expect(eventually(5) { bridge.stderr.contains("database available again") }, "\(bridge.stderr)")
         #expect(!bridge.stderr.contains("skipped"), "\(bridge.stderr)")
@@ -32,30 +29,26 @@ import TestSupport
     /// exit 1, naming how many messages it could not commit.
     @Test func aRevokedPrivilegeHoldsEventsAndAStopStillEnds() throws {
         let fixture = try BridgeFixture()
-        let role = "bridge_" + fixture.database
-        try fixture.cluster.sql("CREATE ROLE \(role) LOGIN")
-        #expect(try runBridge(["migrate", "--database", fixture.url, "--grant", role]).code == 0)   // what it needs, no more
-        let url = "postgresql://\(role)@127.0.0.1:\(fixture.cluster.port)/\(fixture.database)"
+        let (role, url) = try fixture.bridgeRole()
         let config = "accept_simulated: true\nreassert_every: 200ms\nstop_grace: 1s\n"
         var bridge = try fixture.startBridge(config: config, database: url)
         var device = FakeDevice(fixture.broker)
         device.online()
-        occupy(&device, ["P1-B-01"])
+        device.occupy(["P1-B-01"])
         #expect(fixture.waitFor("SELECT count(*) FROM sensor_events", "1"), "\(bridge.stderr)")
         fixture.query("REVOKE INSERT ON sensor_events FROM \(role)")
-        occupy(&device, (2...5).map { "P1-B-0\($0)" })
+        device.occupy((2...5).map { "P1-B-0\($0)" })
         #expect(eventually(15) { bridge.stderr.contains("SQLSTATE 42501") }, "\(bridge.stderr)")
         #expect(bridge.stderr.contains("database unavailable, holding received messages"))
         #expect(fixture.query("SELECT count(*) FROM sensor_events") == "1")
         fixture.query("GRANT INSERT ON sensor_events TO \(role)")
-        #expect(fixture.waitFor("SELECT count(*) || ' ' || count(DISTINCT id) || ' ' || max(seq) FROM sensor_events", "5 5 5",
-                                seconds: 40), "\(bridge.stderr)")
+        #expect(fixture.eventsLandedOnce(5, seconds: 40), "\(bridge.stderr)")
         #expect(eventually(5) { bridge.stderr.contains("database available again") }, "\(bridge.stderr)")
         #expect(!bridge.stderr.contains("skipped"), "\(bridge.stderr)")
 
         // A stop while the fault lasts.
         fixture.query("REVOKE INSERT ON sensor_events FROM \(role)")
-        occupy(&device, ["P1-B-06"])
+        device.occupy(["P1-B-06"])
         #expect(eventually(15) { bridge.stderr.components(separatedBy: "SQLSTATE 42501").count > 2 }, "\(bridge.stderr)")
         bridge.signal(SIGTERM)
         #expect(bridge.wait(15) == 1, "\(bridge.stderr)")
@@ -75,20 +68,20 @@ import TestSupport
         let bridge = try fixture.startBridge(config: "accept_simulated: true\nreassert_every: 200ms\nhold_at_most: 100\n")
         var device = FakeDevice(fixture.broker)
         device.online()
-        occupy(&device, ["P1-C-01"])
+        device.occupy(["P1-C-01"])
         let commands = try listenForCommands(fixture, device)
         defer { commands.stop() }
         #expect(fixture.waitFor("SELECT count(*) FROM sensor_events", "1"), "\(bridge.stderr)")
         try turnReadOnly(fixture)
         #expect(eventually(15) { bridge.stderr.contains("database unavailable, holding received messages") }, "\(bridge.stderr)")
-        occupy(&device, (0..<160).map { "P1-C-\(String(format: "%02d", 2 + $0 % 20))" })
+        device.occupy((0..<160).map { "P1-C-\(String(format: "%02d", 2 + $0 % 20))" })
         #expect(eventually(30) { bridge.stderr.contains("too many messages held, new events and states dropped") }, "\(bridge.stderr)")
         try fixture.cluster.sql("ALTER DATABASE \(fixture.database) RESET default_transaction_read_only")
         #expect(eventually(40) { bridge.stderr.contains("messages no longer dropped") }, "\(bridge.stderr)")
         // Every online device is asked for a rebirth: its retained states rebuild what was dropped.
         #expect(eventually(10) { commands.messages.contains { $0.topic == device.prefix + "/cmd/rebirth" } })
         // The device goes on: its next event shows the jump over what was dropped.
-        occupy(&device, ["P1-C-01"])
+        device.occupy(["P1-C-01"])
         #expect(fixture.waitFor("SELECT max(seq) FROM sensor_events", "162", seconds: 20), "\(bridge.stderr)")
         let applied = Int(fixture.query("SELECT count(*) FROM sensor_events")) ?? 0
         #expect(applied < 162 && applied >= 102, "held at most 100 (besides the batch in hand): \(applied)")
@@ -102,11 +95,11 @@ import TestSupport
         let bridge = try fixture.startBridge()
         var device = FakeDevice(fixture.broker)
         device.online()
-        occupy(&device, ["P1-C-01"])
+        device.occupy(["P1-C-01"])
         let commands = try listenForCommands(fixture, device)
         defer { commands.stop() }
         device.event("spot.occupied", at: "2026-13-45T99:00:00Z", #""spot":"P1-C-02","level":"P1""#)
-        occupy(&device, ["P1-C-03"])
+        device.occupy(["P1-C-03"])
         #expect(fixture.waitFor("SELECT string_agg(seq::text, ',' ORDER BY seq) FROM sensor_events", "1,3"), "\(bridge.stderr)")
         #expect(eventually(5) { bridge.stderr.contains("message cannot be applied, skipped") }, "\(bridge.stderr)")
         #expect(bridge.stderr.contains("SQLSTATE 22"))
@@ -138,7 +131,6 @@ import TestSupport
     }
 }
 
-/// A `spot.occupied` event for each spot of level P1, in order.
 /// The bridge's database turns read-only (as an old primary after a failover), its session cut so that the next one
 /// sees it.
 private func turnReadOnly(_ fixture: BridgeFixture) throws {
@@ -156,9 +148,6 @@ private func listenForCommands(_ fixture: BridgeFixture, _ device: FakeDevice) t
     return commands
 }
 
-private func occupy(_ device: inout FakeDevice, _ spots: [String]) {
-    for spot in spots { device.event("spot.occupied", #""spot":"\#(spot)","level":"P1""#) }
-}
 
 /// `ss -o` of the bridge's database socket: its timers (`timer:(keepalive,9.8sec,0)`).
 private func socketTimers(_ fixture: BridgeFixture) -> String {

@@ -27,8 +27,7 @@ import TestSupport
         #expect(eventually(10) { bridge.stderr.contains("database unavailable, holding received messages") }, "\(bridge.stderr)")
         try cluster.start()
         for i in 40..<60 { change(i) }
-        #expect(fixture.waitFor("SELECT count(*) || ' ' || count(DISTINCT id) || ' ' || max(seq) FROM sensor_events", "60 60 60",
-                                seconds: 30), "\(bridge.stderr)")
+        #expect(fixture.eventsLandedOnce(60, seconds: 30), "\(bridge.stderr)")
         let expected = last.keys.sorted().map { "\($0)=\(last[$0]!)" }.joined(separator: ",")
         #expect(fixture.waitFor("SELECT string_agg(id || '=' || status, ',' ORDER BY id) FROM spots WHERE source = 'sensor'", expected))
         #expect(bridge.stderr.contains("database available again"))

@@ -25,6 +25,14 @@ import Testing
         #expect(found.map(\.message) == ["capacity must be between 1 and 100000"])
     }
 
+    /// An outbox the service's memory limit cannot hold is refused: full, it would have the agent killed at every start.
+    @Test func anOutboxLargerThanTheServicesMemoryHoldsIsAnIssue() throws {
+        let found = issues(minimal + "\noutbox: { capacity: 20001 }\n")
+        #expect(found.map(\.message) == ["outbox.capacity must be between 1 and 20000"])
+        #expect(found.first?.hint?.contains("MemoryMax=64M") == true)
+        #expect(try parse(minimal + "\noutbox: { capacity: 20000 }\n").outbox.capacity == 20000)
+    }
+
     @Test func aCountTooLargeForAnIntIsNotAWholeNumber() {
         let found = issues(minimal.replacingOccurrences(of: "capacity: 48", with: "capacity: 99999999999999999999"))
         #expect(found.map(\.message) == ["capacity must be a whole number, found '99999999999999999999'"])

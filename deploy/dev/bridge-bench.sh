@@ -3,7 +3,9 @@
 # loopback ports, the ParkWise test schema, the release bridge.
 #   1. throughput: N events queued for the bridge's persistent session while it is stopped, then
 #      drained (batched transactions): events/s committed, one instance and two ($share group);
-#   2. latency at 100 events/s: broker delivery to committed row, p50/p99 (the bridge's own figure).
+#   2. latency at 100 events/s: broker delivery to committed row, p50/p99 (the bridge's own figure);
+#   3. slow writes (a trigger sleeping BENCH_ROW_MS per event row): drained without a statement_timeout, then
+#      under one (BENCH_TIMEOUT_MS) that a full batch exceeds: the cost of cutting the batches.
 #   BENCH_EVENTS=20000 deploy/dev/bridge-bench.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -81,11 +83,11 @@ online() {
     done
 }
 started=""
-start_bridge() {  # client-id share-group(or -) log; sets $started to its PID
+start_bridge() {  # client-id share-group(or -) log [database URL]; sets $started to its PID
     local config="$work/$1.yaml"
     printf 'client_id: %s\nbatch_size: %s\n' "$1" "${BENCH_BATCH:-500}" > "$config"
     if [ "$2" != - ]; then printf 'share_group: %s\n' "$2" >> "$config"; fi
-    "$bridge" run --broker "mqtt://127.0.0.1:$mqport" --database "$db" --config "$config" > /dev/null 2> "$3" &
+    "$bridge" run --broker "mqtt://127.0.0.1:$mqport" --database "${4:-$db}" --config "$config" > /dev/null 2> "$3" &
     started=$!
     pids+=("$started")
     until grep -q "bridge running" "$3" 2>/dev/null; do sleep 0.05; done
@@ -130,4 +132,23 @@ for mode in one two; do
     for p in "${running[@]}"; do stop_bridge "$p"; done
     echo "$mode instance(s):"
     for l in "${logs[@]}"; do grep "info applied" "$l" | tail -1 | sed 's/^/  /'; done
+done
+
+row_ms=${BENCH_ROW_MS:-0.5}; timeout_ms=${BENCH_TIMEOUT_MS:-100}
+slow_events=$(( events / 4 ))
+echo "== slow writes: $slow_events events, a trigger sleeping $row_ms ms per event row"
+sql "CREATE FUNCTION bench_slow() RETURNS trigger LANGUAGE plpgsql AS \$\$ BEGIN PERFORM pg_sleep($row_ms / 1000.0); RETURN NEW; END \$\$;
+     CREATE TRIGGER bench_slow BEFORE INSERT ON sensor_events FOR EACH ROW EXECUTE FUNCTION bench_slow()" >/dev/null
+for limit in none "$timeout_ms"; do
+    sql "TRUNCATE sensor_events" >/dev/null
+    url=$db; [ "$limit" != none ] && url="$db?options=-c%20statement_timeout%3D${limit}ms"
+    start_bridge "slow-$limit" - "$work/s-$limit.log" "$url"; stop_bridge "$started"
+    first=$(( first + events / 8 + 1000 ))
+    generate "$slow_events" 0 "$first" | publish
+    start_bridge "slow-$limit" - "$work/s-$limit.log" "$url"; pid=$started; t0=$(now)
+    wait_count "$slow_events"; t1=$(now)
+    stop_bridge "$pid"
+    label=none; [ "$limit" != none ] && label="$limit ms"
+    python3 -c "print(f'statement_timeout $label: {int($slow_events / ($t1 - $t0))} events/s committed ($slow_events in {$t1 - $t0:.2f} s)')"
+    grep -E "batches cut|batches back" "$work/s-$limit.log" | sed 's/^/  /' || true
 done

@@ -129,10 +129,10 @@ cp "$deb" "$root/tmp/v1.deb"
 dpkg-deb -R "$deb" "$work/v2"
 sed -i 's/^Version: \(.*\)/Version: \1+ci1/' "$work/v2/DEBIAN/control"
 dpkg-deb --root-owner-group --build "$work/v2" "$root/tmp/v2.deb" >/dev/null
-# A second upgrade that changes the shipped agent.yaml: the local edit is kept (--force-confold, what
-# an unattended upgrade does) and the package's version lands beside it as agent.yaml.dpkg-dist.
+# A second upgrade that changes the shipped template: the board's config is its own (no conffile), so the upgrade
+# asks nothing (stdin closed, no --force-conf* option: what an unattended upgrade must get through) and leaves it.
 sed -i 's/+ci1$/+ci2/' "$work/v2/DEBIAN/control"
-echo "# v3" >>"$work/v2/etc/parkwise-agent/agent.yaml"
+echo "# v3" >>"$work/v2/usr/share/parkwise-agent/agent.yaml"
 (cd "$work/v2" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | LC_ALL=C sort -z | xargs -0 md5sum) \
     >"$work/v2/DEBIAN/md5sums"
 dpkg-deb --root-owner-group --build "$work/v2" "$root/tmp/v3.deb" >/dev/null
@@ -142,7 +142,7 @@ check() { in_root sh -c "$1" >"$log" 2>&1 || { cat "$log" >&2; fail "after $2: $
 
 in_root apt-get install -y -q --no-install-recommends /tmp/v1.deb >"$work/install.log" 2>&1 ||
     { cat "$work/install.log" >&2; fail "install"; }
-grep -F "  parkwise-agent check-config /etc/parkwise-agent/agent.yaml && systemctl enable --now parkwise-agent" \
+grep -F "  sudo parkwise-agent check-config /etc/parkwise-agent/agent.yaml && sudo systemctl enable --now parkwise-agent" \
     "$work/install.log" >/dev/null || { cat "$work/install.log" >&2; fail "postinst's closing hint"; }
 check 'id -nG parkwise | grep -w gpio && id -nG parkwise | grep -w parkwise' install
 check '[ "$(stat -c %U:%G:%a /var/lib/parkwise-agent)" = parkwise:parkwise:750 ]' install
@@ -163,17 +163,28 @@ check '[ "$(stat -c %U:%G:%a /etc/parkwise-agent/agent.yaml)" = root:parkwise:64
 check '[ -e /var/lib/parkwise-agent/outbox-marker ] && id parkwise' upgrade
 check "dpkg-query -W -f='\${Version}' parkwise-agent | grep '+ci1\$' && [ -f $unit ]" upgrade
 
-in_root dpkg --force-confdef --force-confold -i /tmp/v3.deb >"$log" 2>&1 || { cat "$log" >&2; fail "upgrade (changed conffile)"; }
-check 'grep "# edited on site" /etc/parkwise-agent/agent.yaml && grep "# v3" /etc/parkwise-agent/agent.yaml.dpkg-dist' \
-    "upgrade (changed conffile)"
+in_root dpkg -i /tmp/v3.deb </dev/null >"$log" 2>&1 || { cat "$log" >&2; fail "upgrade (changed template)"; }
+check 'grep "# edited on site" /etc/parkwise-agent/agent.yaml && ! grep "# v3" /etc/parkwise-agent/agent.yaml' \
+    "upgrade (changed template)"
+check '! ls /etc/parkwise-agent/*.dpkg-* && grep "# v3" /usr/share/parkwise-agent/agent.yaml' "upgrade (changed template)"
 
+check 'install -d -o parkwise /var/lib/parkwise-agent/outbox && touch /var/lib/parkwise-agent/outbox/outbox.log' "an outbox"
 in_root dpkg -r parkwise-agent >"$log" 2>&1 || { cat "$log" >&2; fail "remove"; }
+grep -F "the outbox in /var/lib/parkwise-agent/outbox (events not delivered yet, if any) is kept" "$log" >/dev/null ||
+    { cat "$log" >&2; fail "remove: no word of the outbox kept"; }
 check "[ ! -e /usr/bin/parkwise-agent ] && [ ! -e $unit ]" remove
 check 'grep "# edited on site" /etc/parkwise-agent/agent.yaml' remove
 check 'id parkwise && [ -e /var/lib/parkwise-agent/outbox-marker ]' remove
+# A reinstall after the remove keeps the board's config (no template over it).
+in_root dpkg -i /tmp/v3.deb </dev/null >"$log" 2>&1 || { cat "$log" >&2; fail "reinstall"; }
+check 'grep "# edited on site" /etc/parkwise-agent/agent.yaml' reinstall
+check 'echo "username=ci-gate" > /etc/parkwise-agent/credentials && chown parkwise: /etc/parkwise-agent/credentials' \
+    "credentials added"
 
 in_root dpkg -P parkwise-agent >"$log" 2>&1 || { cat "$log" >&2; fail "purge"; }
-check '! getent passwd parkwise && ! getent group parkwise && getent group gpio' purge
-check '[ ! -e /var/lib/parkwise-agent ] && [ ! -e /etc/parkwise-agent ]' purge
+# The user stays (the credentials kept below are its files: a freed uid could hand them to another package's user).
+check 'getent passwd parkwise && getent group gpio' purge
+check '[ ! -e /var/lib/parkwise-agent ] && [ ! -e /etc/parkwise-agent/agent.yaml ]' purge
+check '[ "$(stat -c %U /etc/parkwise-agent/credentials)" = parkwise ]' purge
 timing "install/upgrade/remove/purge (Debian 12 root)"
 echo "ci-arm64: ok" >&2

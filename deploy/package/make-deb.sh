@@ -62,13 +62,16 @@ install -D -m 0755 "$binary" "$root/usr/bin/parkwise-agent"
 if [ "$arch" = "$(dpkg --print-architecture)" ]; then strip --remove-section=.comment --remove-section=.note "$root/usr/bin/parkwise-agent"; fi  # cross: --strip-all
 install -D -m 0644 deploy/systemd/parkwise-agent.service "$root/$libdir/systemd/system/parkwise-agent.service"
 install -D -m 0644 deploy/package/60-parkwise-agent-gpio.rules "$root/$libdir/udev/rules.d/60-parkwise-agent-gpio.rules"
-# The example, with its device id left for the installer to set: an unedited config is refused (check-config and
-# run exit 78), so two boards can never publish under the example's id and mix their events.
-install -d -m 0755 "$root/etc/parkwise-agent"
+# The config the postinst puts in /etc/parkwise-agent/agent.yaml on the first install (never a conffile: every board
+# edits it, so a changed example would stop unattended upgrades at a conffile prompt), with its device id left for the
+# installer to set: an unedited config is refused (check-config and run exit 78), so two boards can never publish
+# under the example's id and mix their events.
+template=$root/usr/share/parkwise-agent/agent.yaml
+install -d -m 0755 "$(dirname "$template")"
 sed 's/^device: .*/device: ""   # set this board'"'"'s id, unique within the site (e.g. lot-b-gate)/' \
-    hardware/examples/single-gate.yaml >"$root/etc/parkwise-agent/agent.yaml"
-grep -q '^device: ""' "$root/etc/parkwise-agent/agent.yaml" || { echo "make-deb: the example has no device: line" >&2; exit 1; }
-chmod 0640 "$root/etc/parkwise-agent/agent.yaml"
+    hardware/examples/single-gate.yaml >"$template"
+grep -q '^device: ""' "$template" || { echo "make-deb: the example has no device: line" >&2; exit 1; }
+chmod 0644 "$template"
 install -D -m 0644 README.md "$doc/README.md"
 install -D -m 0644 hardware/TRACES.md "$doc/TRACES.md"
 install -D -m 0644 deploy/backend/CONTRACT.md "$doc/CONTRACT.md"
@@ -77,7 +80,6 @@ install -D -m 0644 hardware/examples/campus.yaml "$doc/examples/campus.yaml"
 install -D -m 0644 hardware/examples/single-gate.yaml "$doc/examples/single-gate.yaml"
 sed "1s/^parkwise-agent ($upstream) [a-z]*;/parkwise-agent ($version) $suite;/" "$changelog" | gzip -9n >"$doc/changelog.gz"
 install -D -m 0644 deploy/package/copyright "$doc/copyright"
-[ ! -e deploy/package/lintian-overrides ] || install -D -m 0644 deploy/package/lintian-overrides "$root/usr/share/lintian/overrides/parkwise-agent"
 mkdir -p "$root/usr/share/man/man1"
 python3 deploy/package/help2man.py "$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%d)" -- "${agent[@]}" \
     | gzip -9n >"$root/usr/share/man/man1/parkwise-agent.1.gz"
@@ -100,11 +102,10 @@ Description: ParkWise gate & sensor agent
  libgpiod and publishes occupancy, passages, check-ins and faults over MQTT
  with a durable outbox. Built for Debian $release / Raspberry Pi OS $suite.
 CONTROL
-echo /etc/parkwise-agent/agent.yaml >"$root/DEBIAN/conffiles"
 for script in postinst prerm postrm; do
     install -m 0755 "deploy/package/$script" "$root/DEBIAN/$script"
 done
-chmod 0644 "$root/DEBIAN/control" "$root/DEBIAN/conffiles" "$root/DEBIAN/md5sums"
+chmod 0644 "$root/DEBIAN/control" "$root/DEBIAN/md5sums"
 deb=$out/parkwise-agent_${version}_${arch}.deb
 quiet dpkg-deb --root-owner-group -Zxz --build "$root" "$deb"
 echo "make-deb: $deb ($(stat -c %s "$deb") bytes, binary $(stat -c %s "$root/usr/bin/parkwise-agent") bytes)" >&2

@@ -43,14 +43,30 @@ final class Applier {
         knownSpots = Set(try db.query(SQL.knownSpots).rows.compactMap { $0[0] })
     }
 
-    /// Applies the batch in one transaction and re-asserts the spots it touched.
-    func apply(_ messages: [FeedMessage]) throws(PostgresError) -> Outcome {
+    /// Applies the batch in one transaction and re-asserts the spots it touched. A failure names the whole-batch
+    /// statement that raised it, if one did: its data error is no message's (see `WholeStatement`).
+    func apply(_ messages: [FeedMessage]) throws(ApplyError) -> Outcome {
         outcome = Outcome()
         touchedSpots = []
         touchedDevices = []
         spots.removeAll()
         levels = [:]
         saidOnCommit = []
+        var whole: WholeStatement?
+        do {
+            try transaction(messages, whole: &whole)
+        } catch {
+            throw ApplyError(error, statement: whole)
+        }
+        for line in saidOnCommit { line() }
+        saidOnCommit = []
+        return outcome
+    }
+
+    /// The batch's transaction; `whole` is set while a whole-batch statement runs (and for the commit).
+    /// insertEvents, ensureDevices, the spot and level upserts carry each message's own values (times, ids, counts)
+    /// in one statement: a data error there is a message's, found by applying them one at a time.
+    private func transaction(_ messages: [FeedMessage], whole: inout WholeStatement?) throws(PostgresError) {
         try db.transaction { _ throws(PostgresError) in
             let fresh = try insertEvents(messages)
             try lockDevices(messages)
@@ -87,12 +103,12 @@ final class Applier {
             }
             try flushSpots()
             try flushLevels()
+            whole = .cursorWrite
             try writeCursors()
+            whole = nil
             try reassertKeepingTheBatch()
+            whole = .commit   // what the body's caller runs next
         }
-        for line in saidOnCommit { line() }
-        saidOnCommit = []
-        return outcome
     }
 
     private func onCommit(_ line: @escaping () -> Void) { saidOnCommit.append(line) }

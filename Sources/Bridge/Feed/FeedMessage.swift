@@ -23,7 +23,11 @@ enum FeedMessage: Sendable {
         let key = DeviceKey(site: site, device: device)
         switch rest.count == 3 ? [rest[0], rest[1]] : rest {
         case ["status"]:
-            return WireJSON.decode(StatusPayload.self, from: payload).map { .status(key, $0) } ?? .malformed(topic: topic)
+            // Its boot goes to the device's cursor (a bigint), written for the whole batch: one that does not fit
+            // would be refused there, where no message is blamed (an event's boot and seq are refused with the event).
+            guard let status = WireJSON.decode(StatusPayload.self, from: payload), (status.boot ?? 0) <= UInt64(Int64.max)
+            else { return .malformed(topic: topic) }
+            return .status(key, status)
         case ["events"]:
             guard let event = WireJSON.decode(EventPayload.self, from: payload) else { return .malformed(topic: topic) }
             return .event(key, event, json: String(decoding: payload, as: UTF8.self))

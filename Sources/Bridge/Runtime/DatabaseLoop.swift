@@ -8,11 +8,13 @@ import Glibc
 /// The database thread's work: batches in, one transaction each; periodic sweeps (stale devices,
 /// re-assert over the backend's writes, snapshots). Runs until stopped and drained.
 ///
-/// A message whose data the server refuses (SQLSTATE class 22 or 23) is the only thing ever skipped.
+/// A message whose data the server refuses (SQLSTATE class 22, 23, 21, 54) is the only thing ever skipped.
 /// Any other failure is the database's (connection lost, read-only after a failover, disk full, a
 /// timeout, a privilege revoked…): the batch is kept and retried after a wait that doubles from 1 s
 /// to 30 s, on a new connection when the old one is gone or read-only. Retrying is safe: a failed
 /// transaction left nothing, and every write is idempotent or ordered by the device's seq.
+/// So is a data error raised by a statement of the whole batch (`WholeStatement`: a rule someone added to a table
+/// the bridge writes), and a batch cancelled by the site's `statement_timeout` is cut in half first (`BatchLimit`).
 struct DatabaseLoop {
     let runtime: BridgeRuntime
     var applier: Applier?
@@ -21,6 +23,11 @@ struct DatabaseLoop {
     private var pending: [FeedMessage] = []
     private var pendingReceived: [Int64] = []
     private var outage = LogStreak(.error, "database unavailable, holding received messages", ended: "database available again")
+    /// What the current outage's cause was explained as (a line of its own, once per outage and cause).
+    private var explained: String?
+    private var limit: BatchLimit
+    private var batchesCut = LogStreak(.warn, "batches cut: the database's statement_timeout cancels bigger ones",
+                                       ended: "batches back to full size")
     private var overflow = LogStreak(.error, "too many messages held, new events and states dropped (rebuilt by a rebirth)",
                                      ended: "messages no longer dropped, every online device asked for a rebirth")
     /// The current outage's SQLSTATE (or error code): a change is worth a line of its own.
@@ -31,9 +38,7 @@ struct DatabaseLoop {
     private var collisions = 0
     /// When a stop stops waiting for the database (set when the stop is seen).
     private var stopDeadline: Double?
-    private var nextSweep = 0.0
-    private var nextSpotRefresh = 0.0
-    private var lastSlot: Int64 = -1
+    private var sweep: Sweep
     private var seenConnection: UInt64 = 0
     /// Every online device is to be asked for a rebirth at the next sweep: after a new broker connection, or at the
     /// end of an overflow that dropped their states.
@@ -44,6 +49,8 @@ struct DatabaseLoop {
     init(runtime: BridgeRuntime, db: PostgresConnection, gate: DeviceGate) {
         self.runtime = runtime
         self.gate = gate
+        limit = BatchLimit(full: runtime.config.batchSize)
+        sweep = Sweep(config: runtime.config)
         logSession(db)
         applier = try? Applier(db: db)
     }
@@ -61,7 +68,7 @@ struct DatabaseLoop {
             }
             if pending.isEmpty {
                 if runtime.isStopping && runtime.isDrained { break }
-                let items = runtime.feed.take(limit: runtime.config.batchSize, timeoutMs: 200)
+                let items = runtime.feed.take(limit: limit.current, timeoutMs: 200)
                 pending = gate.admit(items.map { FeedMessage.decode(topic: $0.topic, payload: $0.payload) })
                 pendingReceived = items.map(\.received)
             }
@@ -73,45 +80,89 @@ struct DatabaseLoop {
                 return held
             }
             guard let applier = connected() else { continue }
+            let size = min(pending.count, limit.current)
             do {
-                if !pending.isEmpty { try commit(applier) }
+                if size > 0 { try commit(applier, size) }
+            } catch {
+                failed(applier, error, size: size)
+                continue
+            }
+            do {
                 try periodic(applier)
                 attempt = 0
                 collisions = 0
                 outage.ended()
+                explained = nil
             } catch {
-                failed(applier, error)
+                failed(applier, error, size: 0)
             }
         }
         logStats(force: true)
         return 0
     }
 
-    private mutating func commit(_ applier: Applier) throws(PostgresError) {
-        let outcome = try applier.apply(pending)
+    /// The first `size` held messages, in one transaction.
+    private mutating func commit(_ applier: Applier, _ size: Int) throws(ApplyError) {
+        let outcome = try applier.apply(Array(pending.prefix(size)))
         for key in outcome.rebirth { runtime.rebirth(key) }
         let now = monotonicNanoseconds()
-        latencies += pendingReceived.map { Double(now - $0) / 1e6 }
+        latencies += pendingReceived.prefix(size).map { Double(now - $0) / 1e6 }
         stats.applied += outcome.applied
         stats.duplicates += outcome.duplicates
         stats.batches += 1
-        Log.debug("batch committed", ["messages": pending.count, "applied": outcome.applied, "duplicates": outcome.duplicates])
-        pending = []
-        pendingReceived = []
+        Log.debug("batch committed", ["messages": size, "applied": outcome.applied, "duplicates": outcome.duplicates])
+        dropFirst(size)
+        limit.committed(size: size)
+        if !limit.isCut { batchesCut.ended(["batch_size": limit.current]) }
         logStats(force: false)
     }
 
-    private mutating func failed(_ applier: Applier, _ error: PostgresError) {
-        guard error.isDataError && applier.db.isOK else { return fault(error) }
-        if pending.isEmpty {
-            Log.warn("sweep failed, tried again at the next one", ["error": error])   // nothing held
-        } else if pending.count > 1 {
-            isolate(applier, error)   // one message's data: apply one at a time to keep the rest
+    /// Done with the first `count` held messages (applied or skipped). (`pendingReceived` may be shorter: the gate
+    /// drops some and releases messages it held for a status.)
+    private mutating func dropFirst(_ count: Int) {
+        pending.removeFirst(count)
+        pendingReceived.removeFirst(min(count, pendingReceived.count))
+    }
+
+    /// A failure of the batch of the first `size` held messages (0: of the sweep).
+    private mutating func failed(_ applier: Applier, _ failure: ApplyError, size: Int) {
+        let error = failure.error
+        if failure.isCancelled && size > 0 && applier.db.isOK {
+            return cancelled(applier, error, size: size)
+        }
+        if let statement = failure.statement, error.isDataError {
+            explain("refused " + statement.rawValue, "a rule of the database refuses the bridge's own write, not a message's data: messages held",
+                    ["statement": statement, "table": statement.table, "error": error, "hint": statement.hint])
+            return fault(error)
+        }
+        guard failure.isMessageData && applier.db.isOK && size > 0 else { return fault(error) }
+        if size > 1 {
+            isolate(applier, error, size: size)   // one message's data: apply one at a time to keep the rest
         } else {
             Log.error("message cannot be applied, skipped", ["error": error])
-            pending = []
-            pendingReceived = []
+            dropFirst(1)
         }
+    }
+
+    /// The site's `statement_timeout` (or an operator) cancelled the batch: half of it is tried at once; one
+    /// message alone cancelled is held like any fault, and said so.
+    private mutating func cancelled(_ applier: Applier, _ error: PostgresError, size: Int) {
+        let timeout = (try? applier.db.query("SHOW statement_timeout"))?.first?[0] ?? "-"
+        if limit.cancelled(size: size) {
+            batchesCut.occurred(1, ["batch_size": limit.current, "was": size, "statement_timeout": timeout, "error": error])
+            return
+        }
+        explain("timeout", "one message alone takes longer than the database's statement_timeout, messages held",
+                ["statement_timeout": timeout, "error": error, "hint": ApplyError.timeoutHint])
+        fault(error)
+    }
+
+    /// What the outage comes from, when it is more than the error says: one line per outage and cause.
+    private mutating func explain(_ cause: String, _ message: StaticString,
+                                  _ fields: KeyValuePairs<String, any CustomStringConvertible>) {
+        guard explained != cause else { return }
+        explained = cause
+        Log.error(message, fields)
     }
 
     /// The database's own failure: what is held stays held, and the same work is tried again later.
@@ -139,20 +190,19 @@ struct DatabaseLoop {
         backoff()
     }
 
-    private mutating func isolate(_ applier: Applier, _ error: PostgresError) {
-        Log.warn("batch rejected, applying its messages one by one", ["error": error, "messages": pending.count])
-        for (i, message) in pending.enumerated() {
-            do { for key in try applier.apply([message]).rebirth { runtime.rebirth(key) } } catch {
-                guard error.isDataError && applier.db.isOK else {
-                    pending = Array(pending[i...])
-                    pendingReceived = Array(pendingReceived.suffix(pending.count))
-                    return fault(error)
+    /// Applies the first `size` held messages one at a time: only the one whose own data is refused is skipped.
+    private mutating func isolate(_ applier: Applier, _ error: PostgresError, size: Int) {
+        Log.warn("batch rejected, applying its messages one by one", ["error": error, "messages": size])
+        for i in 0..<size {
+            do { for key in try applier.apply([pending[i]]).rebirth { runtime.rebirth(key) } } catch {
+                guard error.isMessageData && applier.db.isOK else {
+                    dropFirst(i)   // applied or skipped
+                    return failed(applier, error, size: 1)
                 }
                 Log.error("message cannot be applied, skipped", ["error": error])
             }
         }
-        pending = []
-        pendingReceived = []
+        dropFirst(size)
     }
 
     private mutating func connected() -> Applier? {
@@ -198,10 +248,9 @@ struct DatabaseLoop {
         ])
     }
 
-    /// Every `reassert_every`: devices offline too long leave the free count, the sensors' view is
-    /// re-asserted over the backend's writes, the slot's snapshot is written; after a (re)connection
-    /// to the broker, online devices are asked to republish their states.
-    private mutating func periodic(_ applier: Applier) throws(PostgresError) {
+    /// After a (re)connection to the broker, online devices are asked to republish their states; then the sweep,
+    /// when due.
+    private mutating func periodic(_ applier: Applier) throws(ApplyError) {
         let number = runtime.connectionNumber
         guard number > 0 else { return }   // nothing is written before the bridge has started
         if number != seenConnection {
@@ -209,35 +258,12 @@ struct DatabaseLoop {
             rebirthEveryOnline = true
         }
         if rebirthEveryOnline {
-            let online = try applier.db.query(SQL.onlineDevices).rows
-            for row in online { if let site = row[0], let device = row[1] { runtime.rebirth(DeviceKey(site: site, device: device)) } }
+            let online: PostgresRows
+            do { online = try applier.db.query(SQL.onlineDevices) } catch { throw ApplyError(error, statement: .onlineDevices) }
+            for row in online.rows { if let site = row[0], let device = row[1] { runtime.rebirth(DeviceKey(site: site, device: device)) } }
             rebirthEveryOnline = false   // only now: a failed query tries again (a rebirth is the only way to the retained states)
         }
-        let now = monotonicSeconds()
-        guard now >= nextSweep else { return }
-        nextSweep = now + Double(runtime.config.reassertEvery.components.seconds)
-            + Double(runtime.config.reassertEvery.components.attoseconds) / 1e18
-        if now >= nextSpotRefresh {
-            try applier.refreshSpots()
-            nextSpotRefresh = now + 60
-        }
-        let stale = try applier.markStale(after: seconds(runtime.config.staleAfter))
-        for key in stale { Log.warn("device offline too long, its spots leave the free count", ["device": key]) }
-        for key in try applier.checkGaps(after: 2) {
-            Log.warn("events missing, reconciling from the device's retained states", ["device": key])
-            runtime.rebirth(key)
-        }
-        let completed = try applier.sweepReservations()
-        if completed > 0 { Log.info("completed check-ins and check-outs held up by the API", ["reservations": completed]) }
-        let fixed = try applier.reassertAll()
-        if fixed > 0 { Log.info("re-asserted sensor state", ["spots": fixed]) }
-        let slotLength = Int64(seconds(runtime.config.snapshotEvery))
-        let slot = Int64(time(nil)) / max(slotLength, 1)
-        if slot != lastSlot {
-            let written = try applier.snapshot(slotSeconds: Double(slotLength))
-            lastSlot = slot
-            if written > 0 { Log.info("occupancy snapshot written", ["levels": written]) }
-        }
+        for key in try sweep.run(applier) { runtime.rebirth(key) }
     }
 
     private mutating func logStats(force: Bool) {
@@ -252,10 +278,6 @@ struct DatabaseLoop {
         stats = (0, 0, 0, monotonicSeconds())
         latencies.removeAll(keepingCapacity: true)
     }
-}
-
-private func seconds(_ d: Duration) -> Double {
-    Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
 }
 
 private func rounded(_ value: Double) -> Double { (value * 10).rounded() / 10 }

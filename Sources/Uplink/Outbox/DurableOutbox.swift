@@ -41,10 +41,10 @@ public final class DurableOutbox: Outbox {
         outbox.dropsKept = loaded.drops
         if outbox.entries.count > capacity {
             // (A smaller capacity than the last run's.) Given up the way a full outbox gives up, and declared.
-            var trimmed: [UInt64] = []
-            while outbox.entries.count > capacity {
-                trimmed.append(outbox.entries.remove(at: OverflowPolicy.victim(in: outbox.entries)).event.seq)
-            }
+            let victims = OverflowPolicy.victims(in: outbox.entries, count: outbox.entries.count - capacity)
+            let trimmed = victims.map { outbox.entries[$0].event.seq }
+            let gone = Set(victims)
+            outbox.entries = outbox.entries.indices.filter { !gone.contains($0) }.map { outbox.entries[$0] }
             problems.append("outbox held \(outbox.entries.count + trimmed.count) events for a capacity of \(capacity): "
                             + "\(trimmed.count) dropped and declared")
             outbox.lostAtOpen += trimmed.map { $0...$0 }

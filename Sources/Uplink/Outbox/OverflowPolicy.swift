@@ -19,6 +19,29 @@ public enum OverflowPolicy {
         return events.firstIndex { !sparing.contains($0.event.seq) } ?? 0
     }
 
+    /// The indexes of the `count` events `victim` would take one after the other (oldest first), found in one pass: the
+    /// events a newer one about the same subject supersedes, oldest first, then the oldest of the others. Taking a
+    /// superseded event leaves the newest of its subject, and once none is superseded the oldest left is the newest of
+    /// its own, so nothing taken changes what comes next. For a start that finds many more events than the capacity
+    /// (one `victim` per event would take minutes for thousands).
+    static func victims(in events: [OutboxEntry], count: Int) -> [Int] {
+        guard count > 0 else { return [] }
+        var newest: [String: Int] = [:]
+        for (i, entry) in events.enumerated() {
+            if let key = supersedeKey(entry.event) { newest[key] = i }
+        }
+        var taken: [Int] = []
+        var superseded = Set<Int>()
+        for (i, entry) in events.enumerated() where taken.count < count {
+            if let key = supersedeKey(entry.event), let last = newest[key], last > i {
+                taken.append(i)
+                superseded.insert(i)
+            }
+        }
+        for i in events.indices where taken.count < count && !superseded.contains(i) { taken.append(i) }
+        return taken
+    }
+
     /// Adds `batch` to `events` one by one, giving up a victim whenever they are more than
     /// `capacity`; returns the victims (old events, or events of the batch itself), oldest first.
     static func admit(_ batch: [OutboxEntry], into events: inout [OutboxEntry], capacity: Int,

@@ -1,0 +1,74 @@
+import ParkWiseLog
+import Postgres
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Every `reassert_every`: devices offline too long leave the free count, detected gaps are checked, check-ins the
+/// API held up are completed, the sensors' view is re-asserted over the backend's writes, the slot's snapshot is
+/// written. Each step is a statement of its own (no transaction), and the feed does not wait for any: a step that
+/// fails — refused by a rule someone added to its table (a data error), cancelled by the site's statement_timeout, a
+/// privilege missing — is said once per streak and tried again at the next sweep, and the other steps still run.
+/// Only a lost connection or a read-only server is thrown: the loop's fault (reconnect, hold, backoff).
+struct Sweep {
+    let config: BridgeConfig
+    private var next = 0.0
+    private var nextSpotRefresh = 0.0
+    private var lastSlot: Int64 = -1
+    private var failing: [WholeStatement: LogStreak] = [:]
+    /// The database role the steps run as, for the fix of a privilege refused.
+    private var role: String?
+
+    init(config: BridgeConfig) { self.config = config }
+
+    /// Runs when due; returns the devices to ask for a rebirth.
+    mutating func run(_ applier: Applier) throws(ApplyError) -> Set<DeviceKey> {
+        let now = monotonicSeconds()
+        guard now >= next else { return [] }
+        next = now + seconds(config.reassertEvery)
+        role = applier.db.option("user")
+        if now >= nextSpotRefresh {
+            try step(.refreshSpots) { () throws(PostgresError) in try applier.refreshSpots() }
+            nextSpotRefresh = now + 60
+        }
+        let staleAfter = seconds(config.staleAfter)
+        let stale = try step(.markStale) { () throws(PostgresError) in try applier.markStale(after: staleAfter) }
+        for key in stale ?? [] { Log.warn("device offline too long, its spots leave the free count", ["device": key]) }
+        let gaps = try step(.checkGaps) { () throws(PostgresError) in try applier.checkGaps(after: 2) } ?? []
+        for key in gaps { Log.warn("events missing, reconciling from the device's retained states", ["device": key]) }
+        let completed = try step(.sweepReservations) { () throws(PostgresError) in try applier.sweepReservations() } ?? 0
+        if completed > 0 { Log.info("completed check-ins and check-outs held up by the API", ["reservations": completed]) }
+        let fixed = try step(.reassertAll) { () throws(PostgresError) in try applier.reassertAll() } ?? 0
+        if fixed > 0 { Log.info("re-asserted sensor state", ["spots": fixed]) }
+        let slotLength = Int64(seconds(config.snapshotEvery))
+        let slot = Int64(time(nil)) / max(slotLength, 1)
+        if slot != lastSlot, let written = try step(.snapshot, { () throws(PostgresError) in
+            try applier.snapshot(slotSeconds: Double(slotLength))
+        }) {
+            lastSlot = slot   // a refused one is tried again at the next sweep
+            if written > 0 { Log.info("occupancy snapshot written", ["levels": written]) }
+        }
+        return gaps
+    }
+
+    /// One step: its value, or nil when the database's rules refused its write.
+    @discardableResult
+    private mutating func step<T>(_ statement: WholeStatement, _ body: () throws(PostgresError) -> T) throws(ApplyError) -> T? {
+        do {
+            let value = try body()
+            failing[statement]?.ended(["statement": statement])
+            return value
+        } catch {
+            guard !error.isConnectionLoss && !error.isReadOnly else { throw ApplyError(error, statement: statement) }
+            failing[statement, default: LogStreak(.error, "a step of the sweep failed, tried again at the next sweep (the feed goes on)",
+                                                  ended: "the sweep's step works again")]
+                .occurred(1, ["statement": statement, "table": statement.table, "error": error,
+                            "hint": error.sqlState == "42501" ? Grants.fix(role: role) : statement.hint(for: error)])
+            return nil
+        }
+    }
+}
+
+func seconds(_ d: Duration) -> Double {
+    Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
+}
