@@ -39,7 +39,7 @@ public struct ServiceUser: Sendable {
             if !permits(st, S_IXUSR) {
                 return Credentials.Problem(
                     message: "\(what) \(path): user \(name) may not enter the directory \(directory) "
-                        + "(\(describe(st)))",
+                        + "(\(ServiceUser.describe(st)))",
                     hint: "chgrp \(name) \(directory) && chmod g+x \(directory), or move the file")
             }
         }
@@ -47,7 +47,7 @@ public struct ServiceUser: Sendable {
         guard stat(absolute, &st) == 0 else { return nil }
         guard !permits(st, S_IRUSR) else { return nil }
         return Credentials.Problem(
-            message: "\(what) \(path) is not readable by the service's user \(name) (\(describe(st)))",
+            message: "\(what) \(path) is not readable by the service's user \(name) (\(ServiceUser.describe(st)))",
             hint: secret ? "chown \(name): \(path) && chmod 0600 \(path)"
                 : "chgrp \(name) \(path) && chmod 0640 \(path) (or chmod 0644: it is no secret)")
     }
@@ -60,7 +60,8 @@ public struct ServiceUser: Sendable {
         return st.st_mode & (bit >> 6) != 0
     }
 
-    private func describe(_ st: stat) -> String {
+    /// "mode 640, owner root, group parkwise".
+    public static func describe(_ st: stat) -> String {
         "mode " + String(st.st_mode & 0o777, radix: 8) + ", owner " + ServiceUser.userName(st.st_uid)
             + ", group " + ServiceUser.groupName(st.st_gid)
     }

@@ -46,13 +46,23 @@ import TestSupport
     @Test(.enabled(if: getuid() == 0, "needs root: to run the agent as another user"))
     func aFileTheAgentsUserMayNotWriteIsSaidWithTheChown() throws {
         let (config, outbox, _) = try setUp()
+        let asNobody = ["--reuid=nobody", "--regid=nogroup", "--clear-groups", agentBinary, "run", "--config", config, "--outbox", outbox]
+        // What the agent never writes is no business of this check: a mount point's lost+found, a file a repair set aside.
+        try FileManager.default.createDirectory(atPath: outbox + "/lost+found", withIntermediateDirectories: false)
+        #expect(chmod(outbox + "/lost+found", 0o700) == 0)
+        try Data("x".utf8).write(to: URL(fileURLWithPath: outbox + "/outbox.log.corrupt-1"))
+        #expect(chmod(outbox + "/outbox.log.corrupt-1", 0o600) == 0)
+        do {
+            let child = try Child("/usr/bin/setpriv", asNobody)
+            defer { child.signal(SIGKILL); _ = child.wait(5) }
+            #expect(eventually(10) { FileManager.default.fileExists(atPath: outbox + "/agent.lock") }, "\(child.stderr)")
+        }
         let leftover = outbox + "/outbox.log"
         try Data().write(to: URL(fileURLWithPath: leftover))
         #expect(chmod(leftover, 0o640) == 0)   // root's, as a run with sudo leaves it
-        let r = try runAgentProgram("/usr/bin/setpriv", ["--reuid=nobody", "--regid=nogroup", "--clear-groups", agentBinary,
-                                                         "run", "--config", config, "--outbox", outbox])
+        let r = try runAgentProgram("/usr/bin/setpriv", asNobody)
         #expect(r.code == 78, "\(r.err)")
-        #expect(r.err.contains("error: cannot write \(leftover) (owner root, mode 640): the agent, running as nobody, would keep nothing on disk"), "\(r.err)")
+        #expect(r.err.contains("error: cannot write \(leftover) (mode 640, owner root, group root): the agent, running as nobody, would keep nothing on disk"), "\(r.err)")
         #expect(r.err.contains("hint: give the state directory back to nobody: sudo chown -R nobody: \(outbox)"), "\(r.err)")
     }
 }
