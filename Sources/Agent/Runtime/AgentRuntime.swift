@@ -86,6 +86,7 @@ final class AgentRuntime: @unchecked Sendable {
          options: Options) throws(DeviceState.Exhausted) {
         self.config = config
         self.options = options
+        readOnlyAtStart = options.readOnly
         self.clock = clock
         self.source = source
         garage = Garage(config: config)
@@ -146,6 +147,9 @@ final class AgentRuntime: @unchecked Sendable {
     private var startProblems: [String]
     /// The outbox could not be opened at start (events in memory only, all run): for the status.
     private var outboxUnusable: String?
+    /// Why the state directory was read-only at start, and the fix (see `RunCommand.readOnlyDirectory`): said with the
+    /// storage fault until the disk takes a write.
+    private var readOnlyAtStart: Credentials.Problem?
     /// The outbox problem last announced.
     private var announcedProblem: String?
 
@@ -289,6 +293,11 @@ final class AgentRuntime: @unchecked Sendable {
             // wait doubling up to 64 s, never in a loop; once nothing is refused a pending retry gives way.
             // The state file holds every drop so far: the outbox's drop records need not outlive a compaction.
             if stamper.state.isSaved { session.outboxDropsSaved() }
+            // The directory read-only at start took a write: whatever fails later is said for what it is.
+            if readOnlyAtStart != nil && stamper.state.isSaved && stamper.state.saveProblem == nil
+                && stamper.state.directoryProblem == nil && !stamper.state.awaitingReservation {
+                readOnlyAtStart = nil
+            }
             if stamper.state.reservationRefused || stamper.state.saveProblem != nil {
                 if reservationDue == nil {
                     Log.debug("state directory refused a write, tried again later", ["wait_s": reservationRetryWait.components.seconds])
@@ -653,7 +662,7 @@ final class AgentRuntime: @unchecked Sendable {
     private var statusSnapshot: StatusSnapshot {
         StatusSnapshot(config: config, garage: garage, session: session, stamper: stamper, tracker: tracker,
                        configHash: options.configHash, mode: options.mode, clockSynced: clockSynced,
-                       outboxUnusable: outboxUnusable, readOnly: options.readOnly)
+                       outboxUnusable: outboxUnusable, readOnly: readOnlyAtStart)
     }
 
     /// Link events for the status; a new connection's birth carries the facts as they are now.
@@ -690,7 +699,7 @@ final class AgentRuntime: @unchecked Sendable {
                              clock: StatusSnapshot.clockState(scaled: clock.isScaled, synced: clockSynced),
                              faultedInputs: inGarage { $0.faultedInputCount }, reconnects: tracker.reconnects,
                              storageFault: inStamper {
-                                 StatusSnapshot.storageFault(session, $0.state, outboxUnusable: outboxUnusable, readOnly: options.readOnly)
+                                 StatusSnapshot.storageFault(session, $0.state, outboxUnusable: outboxUnusable, readOnly: readOnlyAtStart)
                              })
     }
 

@@ -29,7 +29,8 @@ struct StatusSnapshot {
     /// `doctor`), the worst first: a seq reservation that events are held for (nothing is sent), an outbox in memory
     /// only, the outbox's writes, an unusable state directory, the state file's last save. The `outbox.fault` event
     /// says the outbox's problems too, but while events are held it waits with them.
-    /// A directory read-only since the start adds why (most likely the service's sandbox) and the fix.
+    /// A directory read-only since the start adds why (most likely the service's sandbox) and the fix (the caller
+    /// passes it only until the disk takes a write: a later fault is another one).
     static func storageFault(_ session: UplinkSession, _ state: DeviceState, outboxUnusable: String?,
                              readOnly: Credentials.Problem?) -> String? {
         guard let fault = diskFault(session, state, outboxUnusable: outboxUnusable) else { return nil }

@@ -112,7 +112,10 @@ final class OutboxLog {
             reserved = off_t(parsed.goodEnd)
         }
         let fd = Glibc.open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o640)
-        guard fd >= 0 else { throw UplinkError(.outbox, "cannot open outbox file \(path): \(DurableFile.errnoText())", code: errno) }
+        guard fd >= 0 else {
+            let failure = DurableFile.Failure.errno("cannot open outbox file \(path)")   // errno read before any message is built
+            throw UplinkError(.outbox, failure.message, code: failure.code)
+        }
         let log = OutboxLog(path: path, fd: fd, highest: parsed.highest, size: off_t(parsed.goodEnd), reserved: reserved)
         // What the damage took is kept in the new file as drop records too: the damaged one is aside now, and a crash
         // before the device state saves these seqs must not make them a silent gap.
