@@ -45,7 +45,11 @@ final class EdgeWatch {
         slots = lines.lines.map { pollfd(fd: $0?.eventFD ?? -1, events: Int16(POLLIN), revents: 0) }
         lastAt = Array(repeating: 0, count: lines.lines.count)
         slots.append(pollfd(fd: chips.fd, events: Int16(POLLIN), revents: 0))
-        if !lines.waiting.isEmpty { busyRetryAt = monotonicMilliseconds() + Self.busyRetryMilliseconds }
+        let now = monotonicMilliseconds()
+        // A chip removed while the agent was starting, after its lines were requested and before this watch existed,
+        // left /dev unseen: it is looked for as after a removal seen now (three looks, then nothing).
+        rechecks = Self.recheckAfterRemoval.map { now + $0 }
+        if !lines.waiting.isEmpty { busyRetryAt = now + Self.busyRetryMilliseconds }
     }
 
     /// When to look again without an event (monotonic ms; nil: only an event wakes it). `now` is read only when

@@ -207,7 +207,7 @@ inventory() {  # GPIOInventory.lines() through `parkwise-agent lines`, against g
 }
 
 chip_gone() {  # the MCP23017 removed under the agent: both spots faulted (lost), then exit 1 so systemd restarts it
-    check "agent starts" "(\$AGENT run --config /sim/configs/mcp-bias.yaml --broker mqtt://127.0.0.1:1883 --outbox /tmp/outbox-gone > /tmp/gone.log 2>&1; echo \$? > /tmp/gone.rc) & wait_msg 30 $T/mcp-bias/status '\"online\"' > /dev/null && wait_used mcp 2 && wait_used mcp 9" &&
+    check "agent starts" "(\$AGENT run --config /sim/configs/mcp-bias.yaml --broker mqtt://127.0.0.1:1883 --outbox /tmp/outbox-gone > /tmp/gone.log 2>&1; echo \$? > /tmp/gone.rc) & n=0; until grep 'agent running' /tmp/gone.log >/dev/null || [ \$n -gt 600 ]; do n=\$((n + 1)); usleep 50000; done; grep 'agent running' /tmp/gone.log && wait_used mcp 2 && wait_used mcp 9" &&
     check "chip removed: sensor.fault lost for both spots" "echo 0 > \$SIM/mcp/live; wait_msg 10 $T/mcp-bias/events '\"sensor.fault\"' '\"lost\"' 'spot P1-A-01' && wait_msg 10 $T/mcp-bias/events '\"sensor.fault\"' '\"lost\"' 'spot P1-A-02'" &&
     check "the agent exits 1" "n=0; while [ ! -f /tmp/gone.rc ] && [ \$n -lt 200 ]; do n=\$((n + 1)); usleep 50000; done; cat /tmp/gone.log; [ \"\$(cat /tmp/gone.rc 2>/dev/null)\" = 1 ] && grep -q 'every GPIO input is lost' /tmp/gone.log"
 }
