@@ -43,6 +43,23 @@ import TestSupport
         #expect(eventually(10) { FileManager.default.fileExists(atPath: own + "/agent.lock") }, "\(child.stderr)")
     }
 
+    /// A capacity above what the service's memory holds (configs said up to 100000): check-config warns at its line and
+    /// passes, and `run` keeps 20000 and says so, rather than stop a board that an upgrade finds with it.
+    @Test func aLargeOutboxCapacityIsLoweredAndSaid() throws {
+        let (config, _, _) = try setUp()
+        try (String(contentsOfFile: config, encoding: .utf8) + "\noutbox: { capacity: 50000 }\n")
+            .write(toFile: config, atomically: true, encoding: .utf8)
+        let check = try runAgent(["check-config", config])
+        #expect(check.code == 0, "\(check.err)")
+        #expect(check.err.contains("\(config):9:21: warning: outbox.capacity 50000 is more than the agent keeps: it uses 20000"),
+                "\(check.err)")
+        let own = (config as NSString).deletingLastPathComponent + "/own-outbox"
+        let child = try Child(agentBinary, ["run", "--config", config, "--outbox", own])
+        defer { child.signal(SIGKILL); _ = child.wait(5) }
+        #expect(eventually(10) { child.stderr.contains("warn outbox.capacity lowered to what the service's memory holds set=50000 used=20000") },
+                "\(child.stderr)")
+    }
+
     @Test(.enabled(if: getuid() == 0, "needs root: to run the agent as another user"))
     func aFileTheAgentsUserMayNotWriteIsSaidWithTheChown() throws {
         let (config, outbox, _) = try setUp()
@@ -59,7 +76,7 @@ import TestSupport
         }
         let leftover = outbox + "/outbox.log"
         try Data().write(to: URL(fileURLWithPath: leftover))
-        #expect(chmod(leftover, 0o640) == 0)   // root's, as a run with sudo leaves it
+        #expect(chown(leftover, 0, 0) == 0 && chmod(leftover, 0o640) == 0)   // root's, as a run with sudo leaves it
         let r = try runAgentProgram("/usr/bin/setpriv", asNobody)
         #expect(r.code == 78, "\(r.err)")
         #expect(r.err.contains("error: cannot write \(leftover) (mode 640, owner root, group root): the agent, running as nobody, would keep nothing on disk"), "\(r.err)")

@@ -25,12 +25,16 @@ import Testing
         #expect(found.map(\.message) == ["capacity must be between 1 and 100000"])
     }
 
-    /// An outbox the service's memory limit cannot hold is refused: full, it would have the agent killed at every start.
-    @Test func anOutboxLargerThanTheServicesMemoryHoldsIsAnIssue() throws {
-        let found = issues(minimal + "\noutbox: { capacity: 20001 }\n")
-        #expect(found.map(\.message) == ["outbox.capacity must be between 1 and 20000"])
-        #expect(found.first?.hint?.contains("MemoryMax=64M") == true)
-        #expect(try parse(minimal + "\noutbox: { capacity: 20000 }\n").outbox.capacity == 20000)
+    /// An outbox larger than the service's memory holds is valid (configs always could say up to 100000, and an upgrade
+    /// must not stop a board for it), but it is said, at its line: full, it would have the agent killed at every start.
+    @Test func anOutboxLargerThanTheServicesMemoryHoldsIsSaidAndLowered() throws {
+        let large = try parse(minimal + "\noutbox: { capacity: 50000 }\n").outbox
+        let lowered = try #require(large.capacityLowered)
+        #expect(lowered.message == "outbox.capacity 50000 is more than the agent keeps: it uses 20000")
+        #expect(lowered.hint?.contains("MemoryMax=64M") == true)
+        #expect(lowered.mark.line == 10)
+        #expect(try parse(minimal + "\noutbox: { capacity: 20000 }\n").outbox.capacityLowered == nil)
+        #expect(issues(minimal + "\noutbox: { capacity: 100001 }\n").map(\.message) == ["outbox.capacity must be between 1 and 100000"])
     }
 
     @Test func aCountTooLargeForAnIntIsNotAWholeNumber() {

@@ -38,6 +38,10 @@ enum CheckConfigCommand {
             printConfigProblems(ConfigIssues(issues), path: path)
             return ExitCode.config
         }
+        if var lowered = config.outbox.capacityLowered {
+            lowered.file = path
+            printError(lowered.text(as: "warning"))
+        }
         say("\(path): ok: site \(config.site), device \(config.device), \(count(config.levels.count, "level")) "
             + "(\(config.levels.map(\.capacity).reduce(0, +)) spaces), \(count(config.lanes.count, "lane")), "
             + "\(count(config.spots.count, "spot")), \(count(config.inputs.count, "input")), board \(describe(config.board))")

@@ -48,6 +48,11 @@ enum RunCommand {
             config.mqtt.brokers = [broker]
         }
         if let dir = args.option("outbox") { config.outbox.path = dir }
+        if let lowered = config.outbox.capacityLowered {
+            Log.warn("outbox.capacity lowered to what the service's memory holds",
+                     ["set": config.outbox.capacity, "used": ConfigDefaults.outboxCapacityLimit, "hint": lowered.hint ?? ""])
+            config.outbox.capacity = ConfigDefaults.outboxCapacityLimit
+        }
         let credentials: Credentials?
         do { credentials = try LinkFiles.check(config.mqtt, configPath: path) } catch {
             printError(error.description)

@@ -90,8 +90,20 @@ public struct BrokerAddress: Sendable, Hashable, CustomStringConvertible {
 public struct OutboxSettings: Sendable {
     public var path: String
     public var capacity: Int
-    /// Where the config file sets `path` (nil: the default).
+    /// Where the config file sets `path` and `capacity` (nil: the default).
     public var pathMark: Mark?
+    public var capacityMark: Mark?
+
+    /// A capacity above what the agent keeps (`ConfigDefaults.outboxCapacityLimit`), and why it is lowered: valid
+    /// (configs said up to 100000), but a full outbox that large would have the service killed at every start.
+    public var capacityLowered: ConfigIssue? {
+        guard capacity > ConfigDefaults.outboxCapacityLimit else { return nil }
+        return ConfigIssue(file: "", mark: capacityMark ?? Mark(line: 1, column: 1),
+                           message: "outbox.capacity \(capacity) is more than the agent keeps: it uses "
+                               + "\(ConfigDefaults.outboxCapacityLimit)",
+                           hint: "each waiting event takes about 1 KB of memory, and the service's MemoryMax=64M holds "
+                               + "\(ConfigDefaults.outboxCapacityLimit) with room to spare; set it to that or less")
+    }
 }
 
 public enum BoardChoice: Sendable, Hashable {
@@ -158,10 +170,11 @@ public struct InputConfig: Sendable {
 public enum ConfigDefaults {
     public static let outboxPath = "/var/lib/parkwise-agent/outbox"
     public static let outboxCapacity = 200
-    /// The most events the outbox may hold: each takes about 1 KB of memory while it waits, and 1.6 KB while the file
+    /// The most events the outbox holds: each takes about 1 KB of memory while it waits, and 1.6 KB while the file
     /// is read at start (measured: 20000 waiting, 33 MB running and 46 MB at the start after; 100000, 104 and 162 MB),
     /// within the service's MemoryMax=64M with room to spare. More would have the kernel kill the agent at start with
-    /// a full outbox, again at every restart, delivering nothing.
+    /// a full outbox, again at every restart, delivering nothing. A config may say more (up to 100000, as it always
+    /// could): the agent uses this and says so (`OutboxSettings.capacityLowered`).
     public static let outboxCapacityLimit = 20_000
     public static let keepalive: Duration = .seconds(30)
     public static let statusEvery: Duration = .seconds(60)

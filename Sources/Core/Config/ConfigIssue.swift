@@ -13,8 +13,11 @@ public struct ConfigIssue: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// `file:line:col: error: message` and an indented hint, as compilers print it.
-    public var description: String {
-        var text = "\(file):\(mark.line):\(mark.column): error: \(message)"
+    public var description: String { text(as: "error") }
+
+    /// The same with another kind in front of the message (`warning`: the config is valid, but not as it reads).
+    public func text(as kind: String) -> String {
+        var text = "\(file):\(mark.line):\(mark.column): \(kind): \(message)"
         if let hint { text += "\n    hint: \(hint)" }
         return text
     }

@@ -134,10 +134,9 @@ public struct ConfigReader {
             settings.pathMark = p.mark
         }
         if let c = map["capacity"],
-           let capacity = int(c, what: "outbox.capacity", in: 1...ConfigDefaults.outboxCapacityLimit,
-                              hint: "200 holds hours of a busy level; each waiting event takes about 1 KB of memory, and "
-                                  + "the service's MemoryMax=64M holds \(ConfigDefaults.outboxCapacityLimit) with room to spare") {
+           let capacity = int(c, what: "outbox.capacity", in: 1...100_000, hint: "200 holds hours of a busy level") {
             settings.capacity = capacity
+            settings.capacityMark = c.mark
         }
         return settings
     }
