@@ -136,6 +136,16 @@ echo "# v3" >>"$work/v2/usr/share/parkwise-agent/agent.yaml"
 (cd "$work/v2" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | LC_ALL=C sort -z | xargs -0 md5sum) \
     >"$work/v2/DEBIAN/md5sums"
 dpkg-deb --root-owner-group --build "$work/v2" "$root/tmp/v3.deb" >/dev/null
+# A package of before the config left the conffiles (0.1.0 shipped /etc/parkwise-agent/agent.yaml as one): a lower
+# version with the template as that conffile.
+dpkg-deb -R "$deb" "$work/v0"
+sed -i 's/^Version: \(.*\)/Version: \1~conffile/' "$work/v0/DEBIAN/control"
+install -D -m 0640 "$work/v0/usr/share/parkwise-agent/agent.yaml" "$work/v0/etc/parkwise-agent/agent.yaml"
+echo /etc/parkwise-agent/agent.yaml >"$work/v0/DEBIAN/conffiles"
+chmod 0644 "$work/v0/DEBIAN/conffiles"
+(cd "$work/v0" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | LC_ALL=C sort -z | xargs -0 md5sum) \
+    >"$work/v0/DEBIAN/md5sums"
+dpkg-deb --root-owner-group --build "$work/v0" "$root/tmp/v0.deb" >/dev/null
 in_root() { chroot_run "$root" "$@"; }
 unit=/lib/systemd/system/parkwise-agent.service
 check() { in_root sh -c "$1" >"$log" 2>&1 || { cat "$log" >&2; fail "after $2: $1"; }; }
@@ -186,5 +196,16 @@ in_root dpkg -P parkwise-agent >"$log" 2>&1 || { cat "$log" >&2; fail "purge"; }
 check 'getent passwd parkwise && getent group gpio' purge
 check '[ ! -e /var/lib/parkwise-agent ] && [ ! -e /etc/parkwise-agent/agent.yaml ]' purge
 check '[ "$(stat -c %U /etc/parkwise-agent/credentials)" = parkwise ]' purge
+# From the conffile era: the edited config stays, the upgrade asks nothing (stdin closed, no --force-conf*), dpkg keeps
+# the file as an obsolete conffile, and the purge takes it.
+in_root dpkg -i /tmp/v0.deb </dev/null >"$log" 2>&1 || { cat "$log" >&2; fail "install (conffile era)"; }
+check 'echo "# edited in the conffile era" >> /etc/parkwise-agent/agent.yaml' "install (conffile era)"
+in_root dpkg -i /tmp/v3.deb </dev/null >"$log" 2>&1 || { cat "$log" >&2; fail "upgrade from the conffile era"; }
+check 'grep "# edited in the conffile era" /etc/parkwise-agent/agent.yaml && ! ls /etc/parkwise-agent/*.dpkg-*' \
+    "upgrade from the conffile era"
+check "dpkg-query -W -f='\${Conffiles}' parkwise-agent | grep '/etc/parkwise-agent/agent.yaml .* obsolete'" \
+    "upgrade from the conffile era"
+in_root dpkg -P parkwise-agent >"$log" 2>&1 || { cat "$log" >&2; fail "purge (after the conffile era)"; }
+check '[ ! -e /etc/parkwise-agent/agent.yaml ] && [ ! -e /var/lib/parkwise-agent ]' "purge (after the conffile era)"
 timing "install/upgrade/remove/purge (Debian 12 root)"
 echo "ci-arm64: ok" >&2
