@@ -263,6 +263,30 @@ import Testing
         #expect(h.garage.spot(0).occupancy == .free)
     }
 
+    /// Under load the line queue keeps only each input's last change: one that supersedes the regained change keeps the
+    /// mark, so the garage regains the input at the later level instead of dropping it for an input still lost.
+    @Test func aChangeSupersedingARegainedOneRegainsTheInputAtItsLevel() {
+        let regained = LineChange(input: 2, active: true, at: .milliseconds(10_000), regained: true)
+        let later = LineChange(input: 2, active: false, at: .milliseconds(10_050))
+        #expect(later.superseding(regained).regained)
+        #expect(!later.superseding(nil).regained && !later.superseding(later).regained)
+        for marked in [true, false] {
+            var h = GarageHarness(garageConfig())
+            h.edge(2, true, at: 0)
+            h.advance(to: 10_000)
+            h.garage.inputLost(2, at: .milliseconds(1_000), into: &h.events)
+            h.events.removeAll()
+            h.garage.handle(marked ? later.superseding(regained) : later, into: &h.events)
+            if marked {
+                #expect(h.events.map(\.kind).contains(.sensorRecovered(subject: "spot P1-A-01", input: "GPIO4")), "\(h.events)")
+                #expect(h.garage.spot(0).occupancy == .free)
+            } else {
+                #expect(h.events.isEmpty, "without the mark the change of a lost input is dropped: \(h.events)")
+                #expect(h.garage.spot(0).occupancy == .unknown)
+            }
+        }
+    }
+
     @Test func everyInputLostOnlyWhenTheLastOneGoes() {
         var h = GarageHarness(garageConfig(spots: 2))
         for input in 0..<3 {

@@ -42,10 +42,7 @@ final class LineQueue: Sendable {
                 if s.waiting.count < bound {
                     s.waiting.append(change)
                 } else {
-                    // A regained input stays regained through the changes that replace its last one.
-                    var change = change
-                    change.regained = change.regained || s.last[change.input]?.regained == true
-                    if s.last.updateValue(change, forKey: change.input) != nil {
+                    if s.last.updateValue(change.superseding(s.last[change.input]), forKey: change.input) != nil {
                         s.shed += 1
                         s.shedInputs.insert(change.input)
                     }

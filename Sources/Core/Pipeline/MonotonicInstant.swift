@@ -29,4 +29,13 @@ public struct LineChange: Sendable, Hashable {
         self.at = at
         self.regained = regained
     }
+
+    /// This change in place of an earlier one of the same input that a queue shedding under load gives up for it: the
+    /// level and time are this one's, and an input regained in between stays regained (else the garage would drop
+    /// this change for an input it still believes lost, and the spot would stay unknown).
+    public func superseding(_ earlier: LineChange?) -> LineChange {
+        var change = self
+        change.regained = regained || earlier?.regained == true
+        return change
+    }
 }
