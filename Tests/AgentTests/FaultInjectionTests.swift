@@ -263,12 +263,17 @@ func acceptedEvents(_ path: String) -> [Int: String] {
     func restartWithTheOutboxUnreadable(_ dir: URL, config: String, outbox: String) throws -> (Child, Subscriber, Broker) {
         try FileManager.default.moveItem(atPath: outbox + "/outbox.log", toPath: dir.path + "/outbox.log.away")
         try FileManager.default.createDirectory(atPath: outbox + "/outbox.log", withIntermediateDirectories: false)
+        return try startWithABroker(dir, config: config, outbox: outbox, until: "outbox.dropped")
+    }
+
+    /// The agent started on `outbox` (an empty trace) with a fresh broker and a subscriber, until an event of `type` arrives.
+    func startWithABroker(_ dir: URL, config: String, outbox: String, until type: String) throws -> (Child, Subscriber, Broker) {
         let broker = try Broker()
         let subscriber = try Subscriber(broker)
         try subscriber.listen()
         let agent = try Child(agentBinary, ["run", "--config", config, "--replay", try writeTrace(dir, ""),
                                             "--broker", broker.url, "--outbox", outbox])
-        #expect(eventually(10) { subscriber.events().contains { $0["type"] as? String == "outbox.dropped" } }, "\(agent.stderr)")
+        #expect(eventually(10) { subscriber.events().contains { $0["type"] as? String == type } }, "\(agent.stderr)")
         return (agent, subscriber, broker)
     }
 
@@ -307,12 +312,8 @@ func acceptedEvents(_ path: String) -> [Int: String] {
         bytes[recordsEnd(bytes) / 2] ^= 0x5A
         try Data(bytes).write(to: URL(fileURLWithPath: log))
 
-        let broker = try Broker()
-        let subscriber = try Subscriber(broker)
-        try subscriber.listen()
-        let second = try Child(agentBinary, ["run", "--config", config, "--replay", try writeTrace(dir, ""),
-                                             "--broker", broker.url, "--outbox", outbox])
-        #expect(eventually(10) { subscriber.events().contains { $0["type"] as? String == "outbox.fault" } }, "\(second.stderr)")
+        let (second, subscriber, broker) = try startWithABroker(dir, config: config, outbox: outbox, until: "outbox.fault")
+        defer { withExtendedLifetime(broker) {} }
         let events = subscriber.events()
         let fault = try #require(events.first { $0["type"] as? String == "outbox.fault" })
         #expect((fault["reason"] as? String)?.contains("kept aside") == true)
