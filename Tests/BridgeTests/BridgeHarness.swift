@@ -118,6 +118,26 @@ final class BridgeFixture {
             """)
     }
 
+    /// The database as an earlier release (bridge schema version 2) left it: versions 3 and 4 undone.
+    func backToSchemaVersion2() throws {
+        try cluster.sql("""
+            DROP TABLE sensor_arrivals, sensor_device_outages, sensor_no_shows; ALTER TABLE sensor_devices DROP COLUMN storage_fault;
+            DELETE FROM sensor_schema_migrations WHERE version IN (3, 4)
+            """, database: database)
+    }
+
+    /// A signed-up user of the app: its id.
+    func appUser() -> String {
+        query("INSERT INTO users (email) VALUES ('\(UUID().uuidString)@example.com') RETURNING id")
+    }
+
+    /// A reservation call as the backend's API makes it (the test schema's `api_*` functions, written from
+    /// parkwise-backend-facts.md): its result, or nil when the API refuses it (a 409).
+    @discardableResult
+    func api(_ call: String) -> String? {
+        try? cluster.sql("SELECT \(call)", database: database)
+    }
+
     deinit {
         bridge?.signal(SIGKILL)
         _ = bridge?.wait(5)

@@ -17,7 +17,7 @@ import TestSupport
         let grant = try runBridge(["migrate", "--database", fixture.url, "--grant", granted])
         #expect(grant.code == 0, "\(grant.err)")
         #expect(grant.out.contains("GRANT USAGE ON SEQUENCE public.telemetry_events_id_seq, public.sensor_gaps_id_seq, "
-                                   + "public.sensor_faults_id_seq TO \(granted)"), "\(grant.out)")
+                                   + "public.sensor_faults_id_seq, public.sensor_device_outages_id_seq TO \(granted)"), "\(grant.out)")
         let privileges = privilegesOf(documented, fixture)
         #expect(privileges.contains("telemetry_events_id_seq:USAGE"), "\(privileges)")
         #expect(privileges == privilegesOf(granted, fixture), "README and migrate --grant differ")
@@ -46,7 +46,9 @@ import TestSupport
         device.event("spot.checkout", at: departure,
                      #""spot":"P1-A-03","level":"P1","arrival":"\#(arrival)","departure":"\#(departure)","stay_s":30"#)
         #expect(fixture.waitFor("SELECT count(*) FROM sensor_events", "8"), "\(bridge.stderr)")
-        #expect(fixture.query("SELECT count(*) FROM telemetry_events WHERE name = 'sensor.unreserved_arrival'") == "1")
+        #expect(fixture.query("SELECT string_agg(spot_id || ' ' || kind, ',' ORDER BY spot_id) FROM sensor_arrivals")
+                == "P1-A-02 unreserved,P1-A-03 checked_in")
+        #expect(fixture.query("SELECT string_agg(name, ',' ORDER BY id) FROM telemetry_events") == "sensor_check_in,sensor_check_out")
         #expect(fixture.query("SELECT status FROM reservations WHERE spot_id = 'P1-A-03'") == "released")
         #expect(fixture.query("SELECT subject || ' ' || reason FROM sensor_faults") == "spot P1-A-04 stuck")
         #expect(fixture.waitFor("SELECT string_agg(first_seq || '-' || last_seq || ' ' || declared, ',' ORDER BY id) FROM sensor_gaps",
@@ -68,8 +70,8 @@ import TestSupport
         #expect(sweep.contains("statement=snapshot") && sweep.contains("SQLSTATE 42501")
                 && sweep.contains("hint=\"role \(documented) lacks a privilege the bridge needs"), "\(sweep)")
         // The sequence's privilege revoked: held and retried, the log names the role and the fix; the fix loses nothing.
-        try fixture.cluster.sql("REVOKE USAGE ON SEQUENCE telemetry_events_id_seq FROM \(documented)", database: fixture.database)
-        device.event("spot.checkin", #""spot":"P1-A-05","level":"P1","arrival":"\#(wireTime())""#)
+        try fixture.cluster.sql("REVOKE USAGE ON SEQUENCE sensor_faults_id_seq FROM \(documented)", database: fixture.database)
+        device.event("sensor.fault", #""subject":"spot P1-A-05","input":"GPIO6","reason":"chatter""#)
         func held() -> Substring? {
             bridge.stderr.split(separator: "\n").first { $0.contains("holding received messages") && $0.contains("SQLSTATE 42501") }
         }
@@ -81,25 +83,30 @@ import TestSupport
         #expect(fixture.query("SELECT count(*) FROM sensor_events") == "8")
         let fix = try runBridge(["migrate", "--database", fixture.url, "--grant", documented])
         #expect(fix.code == 0, "\(fix.err)")
-        #expect(fixture.waitFor("SELECT count(*) FROM telemetry_events WHERE name = 'sensor.unreserved_arrival'", "2", seconds: 40),
-                "\(bridge.stderr)")
+        #expect(fixture.waitFor("SELECT count(*) FROM sensor_faults", "2", seconds: 40), "\(bridge.stderr)")
         #expect(fixture.query("SELECT count(*) FROM sensor_events") == "9")
         #expect(eventually(5) { bridge.stderr.contains("database available again") }, "\(bridge.stderr)")
         #expect(eventually(5) { bridge.stderr.contains("the sweep's step works again statement=snapshot") }, "\(bridge.stderr)")
         #expect(!bridge.stderr.contains("skipped"), "\(bridge.stderr)")
+        // A device's outage is the bridge's own record (its id from a sequence too).
+        device.offline()
+        #expect(fixture.waitFor("SELECT count(*) FROM sensor_device_outages WHERE ended IS NULL", "1"), "\(bridge.stderr)")
+        device.online()
+        #expect(fixture.waitFor("SELECT count(*) FROM sensor_device_outages WHERE ended IS NOT NULL", "1"), "\(bridge.stderr)")
     }
 
     /// After an upgrade the database is a schema version behind the new binary: `run --migrate` migrates it when its role
     /// owns the tables and runs; the bridge's own role may not, so it exits 78 naming the fix, changing nothing.
     @Test func runMigrateBringsADatabaseLeftBehindUpToThisBridge() throws {
         let fixture = try BridgeFixture()
-        // Back to version 2, as the previous release left the database.
-        try fixture.cluster.sql("ALTER TABLE sensor_devices DROP COLUMN storage_fault; DELETE FROM sensor_schema_migrations WHERE version = 3",
-                                database: fixture.database)
+        try fixture.backToSchemaVersion2()
         let role = "own_" + fixture.database
         try fixture.cluster.sql("CREATE ROLE \(role) LOGIN")
-        try fixture.cluster.sql(try readmeSQL(section: "### The bridge's database role")[0]
-            .replacingOccurrences(of: "parkwise_bridge", with: role), database: fixture.database)
+        // The grants the release that left the database at version 2 gave: the README's, without version 4's tables.
+        let v4 = ["sensor_arrivals", "sensor_device_outages_id_seq", "sensor_device_outages", "sensor_no_shows"]
+        let grants = try readmeSQL(section: "### The bridge's database role")[0].replacingOccurrences(of: "parkwise_bridge", with: role)
+        try fixture.cluster.sql(v4.reduce(grants) { $0.replacingOccurrences(of: ", " + $1, with: "").replacingOccurrences(of: ",\n" + $1, with: "") },
+                                database: fixture.database)
         let ownURL = "postgresql://\(role)@127.0.0.1:\(fixture.cluster.port)/\(fixture.database)"
         let plain = try runBridge(["run", "--broker", fixture.broker.url, "--database", fixture.url])
         #expect(plain.code == 78 && plain.err.contains("or start it with run --migrate"), "\(plain.err)")
@@ -114,14 +121,14 @@ import TestSupport
 
         let refused = try runBridge(["run", "--migrate", "--broker", fixture.broker.url, "--database", ownURL])
         #expect(refused.code == 78, "\(refused.err)")
-        #expect(refused.err.contains("role \(role) may not migrate the database to bridge schema version 3"), "\(refused.err)")
+        #expect(refused.err.contains("role \(role) may not migrate the database to bridge schema version 4"), "\(refused.err)")
         #expect(refused.err.contains("hint: as the owner of the backend's tables run: parkwise-bridge migrate --grant \(role)"),
                 "\(refused.err)")
         #expect(fixture.query("SELECT max(version) FROM sensor_schema_migrations") == "2")
 
         let bridge = try fixture.startBridge(extra: ["--migrate"])   // the tables' owner
-        #expect(bridge.stderr.contains("bridge schema migrated") && bridge.stderr.contains("from=2 to=3 steps=3"), "\(bridge.stderr)")
-        #expect(fixture.query("SELECT max(version) FROM sensor_schema_migrations") == "3")
+        #expect(bridge.stderr.contains("bridge schema migrated") && bridge.stderr.contains("from=2 to=4 steps=3,4"), "\(bridge.stderr)")
+        #expect(fixture.query("SELECT max(version) FROM sensor_schema_migrations") == "4")
         let device = FakeDevice(fixture.broker)
         device.online(storageFault: "disk full")   // version 3's column
         #expect(fixture.waitFor("SELECT storage_fault FROM sensor_devices", "disk full"), "\(bridge.stderr)")
@@ -171,7 +178,7 @@ import TestSupport
 
 /// The ```sql blocks of a README section (from its heading to the next heading of the same or a higher level), as
 /// written: a test runs what a reader would paste.
-private func readmeSQL(section heading: String) throws -> [String] {
+func readmeSQL(section heading: String) throws -> [String] {
     let text = try String(contentsOfFile: packageRoot + "/deploy/backend/README.md", encoding: .utf8)
     guard let start = text.range(of: "\n" + heading + "\n") else { throw HarnessError("README has no \(heading)") }
     let level = heading.prefix { $0 == "#" }

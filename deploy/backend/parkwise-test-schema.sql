@@ -68,3 +68,79 @@ SELECT l.code || '-' || z.zone || '-' || lpad(n::text, 2, '0'), l.code, z.zone, 
 FROM (VALUES ('P1', 20, 3), ('P2', 24, 2), ('P3', 24, 2)) AS l(code, per_zone, zones)
 CROSS JOIN LATERAL (SELECT chr(64 + g) AS zone FROM generate_series(1, l.zones) g) z
 CROSS JOIN LATERAL generate_series(1, l.per_zone) n;
+
+-- The backend's unmet demand (one row per signed-in user per 15-minute slot while GET /levels says campusFull).
+CREATE TABLE unmet_demand (
+  id bigserial PRIMARY KEY,
+  user_id uuid NOT NULL,
+  slot_start timestamptz NOT NULL,
+  weekday int NOT NULL,
+  zone text NOT NULL,
+  UNIQUE (user_id, slot_start));
+
+-- The backend's own writes, as its API makes them (parkwise-backend-facts.md, "What the API does with these
+-- tables"), so tests make them as the app would. Every reservation call runs the expiry first, as the API does.
+
+-- Expiry: active past expires_at -> expired; its spot, if still reserved, free and no longer held.
+CREATE FUNCTION api_expire() RETURNS void LANGUAGE sql AS $$
+  WITH expired AS (
+    UPDATE reservations SET status = 'expired' WHERE status = 'active' AND expires_at < now() RETURNING spot_id)
+  UPDATE spots SET status = 'free', held_by = NULL, source = NULL, updated_at = now()
+  WHERE id IN (SELECT spot_id FROM expired) AND status = 'reserved';
+$$;
+
+-- Create (POST /reservations): only a free spot; one_open_per_spot / one_active_per_user refuse the rest (23505: 409).
+CREATE FUNCTION api_reserve(p_user uuid, p_spot text, p_hold interval DEFAULT interval '15 minutes')
+RETURNS uuid LANGUAGE plpgsql AS $$
+DECLARE r uuid;
+BEGIN
+  PERFORM api_expire();
+  PERFORM 1 FROM spots WHERE id = p_spot AND status = 'free' FOR UPDATE;
+  IF NOT FOUND THEN RAISE EXCEPTION 'spot % is not free', p_spot USING ERRCODE = 'P0409'; END IF;
+  INSERT INTO reservations (user_id, spot_id, source, status, expires_at)
+  VALUES (p_user, p_spot, 'user', 'active', now() + p_hold) RETURNING id INTO r;
+  UPDATE spots SET status = 'reserved', held_by = p_user, source = 'user', updated_at = now() WHERE id = p_spot;
+  RETURN r;
+END $$;
+
+-- Check-in from the app ("I parked", POST /reservations/:id/check-in): refused unless active and not expired.
+CREATE FUNCTION api_check_in(p_reservation uuid) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE r reservations;
+BEGIN
+  PERFORM api_expire();
+  SELECT * INTO r FROM reservations WHERE id = p_reservation FOR UPDATE;
+  IF r.status IS DISTINCT FROM 'active' THEN RAISE EXCEPTION 'reservation is %', r.status USING ERRCODE = 'P0409'; END IF;
+  IF r.expires_at <= now() THEN RAISE EXCEPTION 'reservation expired' USING ERRCODE = 'P0410'; END IF;
+  UPDATE reservations SET status = 'fulfilled', checked_in_at = now() WHERE id = p_reservation;
+  UPDATE spots SET status = 'occupied', source = 'user', updated_at = now() WHERE id = r.spot_id AND held_by = r.user_id;
+END $$;
+
+-- Release (POST /reservations/:id/release): active -> cancelled, fulfilled -> released; the spot free.
+CREATE FUNCTION api_release(p_reservation uuid) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE r reservations;
+BEGIN
+  PERFORM api_expire();
+  SELECT * INTO r FROM reservations WHERE id = p_reservation FOR UPDATE;
+  IF r.status = 'active' THEN
+    UPDATE reservations SET status = 'cancelled', released_at = now() WHERE id = p_reservation;
+  ELSIF r.status = 'fulfilled' AND r.released_at IS NULL THEN
+    UPDATE reservations SET status = 'released', released_at = now() WHERE id = p_reservation;
+  ELSE
+    RAISE EXCEPTION 'reservation is %', r.status USING ERRCODE = 'P0409';
+  END IF;
+  UPDATE spots SET status = 'free', held_by = NULL, source = NULL, updated_at = now()
+  WHERE id = r.spot_id AND held_by = r.user_id;
+END $$;
+
+-- Level summary (GET /levels): per level total = spots not disabled, and the counts; campus_full = every level has
+-- free = 0 (a level with total = 0 counts as full).
+CREATE FUNCTION api_levels() RETURNS TABLE (code text, total bigint, free bigint, reserved bigint, occupied bigint,
+                                             campus_full boolean) LANGUAGE sql AS $$
+  WITH l AS (
+    SELECT lv.code, lv.sort, count(sp.id) FILTER (WHERE sp.status <> 'disabled') AS total,
+           count(sp.id) FILTER (WHERE sp.status = 'free') AS free,
+           count(sp.id) FILTER (WHERE sp.status = 'reserved') AS reserved,
+           count(sp.id) FILTER (WHERE sp.status = 'occupied') AS occupied
+    FROM levels lv LEFT JOIN spots sp ON sp.level_code = lv.code GROUP BY lv.code, lv.sort)
+  SELECT code, total, free, reserved, occupied, bool_and(free = 0) OVER () FROM l ORDER BY sort;
+$$;

@@ -5,7 +5,7 @@ import Postgres
 /// Applies admitted messages to the database, one transaction per batch, on the database thread.
 /// A batch costs a handful of statements whatever its size: events are deduplicated in one insert,
 /// devices locked and updated once, spot and level states written in one statement each; only
-/// reservations, faults, gaps and telemetry take a statement of their own. Every write is idempotent
+/// arrivals and reservations, faults and gaps take a statement of their own. Every write is idempotent
 /// or conditional on the device's order, so a batch can be retried after a failure and two bridges
 /// can apply the same feed in any interleaving.
 final class Applier {
@@ -77,7 +77,7 @@ final class Applier {
                 case .event(let key, let event, let json):
                     if fresh.contains(event.id.lowercased()) && seen.insert(event.id.lowercased()).inserted {
                         try checkReuse(key, event)
-                        try apply(key, event, json: json)
+                        try apply(key, event)
                     } else {
                         outcome.duplicates += 1
                         // A declaration seen before still asks for a rebirth: the first one's request may have been
@@ -242,7 +242,7 @@ final class Applier {
         }
     }
 
-    private func apply(_ key: DeviceKey, _ event: EventPayload, json: String) throws(PostgresError) {
+    private func apply(_ key: DeviceKey, _ event: EventPayload) throws(PostgresError) {
         outcome.applied += 1
         try checkOrder(key, event)
         switch event.type {
@@ -255,11 +255,7 @@ final class Applier {
             let arrival = event.arrival ?? event.at
             try sensed(key, spot, state: "occupied", since: arrival, checkedIn: true, seq: event.seq, isState: false)
             guard knownSpots.contains(spot) else { return }
-            // Not checked in: no reservation waits for it, or the API holds its row right now (the
-            // sweep completes it once free; never waited for).
-            if try !checkIn(spot, arrival: arrival), try db.query(SQL.reservationWaiting, [spot, arrival]).rows.isEmpty {
-                try db.query(SQL.telemetry, ["sensor.unreserved_arrival", json, key.site, key.device])
-            }
+            try arrived(key, spot, at: arrival)
         case "spot.checkout":
             guard let spot = event.spot, knownSpots.contains(spot) else { return }
             try checkOut(spot, departure: event.departure ?? event.at)
@@ -270,21 +266,18 @@ final class Applier {
                 try sensed(key, String(subject.dropFirst(5)), state: "unknown", since: event.at, checkedIn: false,
                            seq: event.seq, isState: false)
             }
-            try db.query(SQL.telemetry, ["device." + event.type, json, key.site, key.device])
         case "sensor.recovered":
             try db.query(SQL.recoverFault, [key.site, key.device, event.subject ?? "", event.input, event.at])
-            try db.query(SQL.telemetry, ["device." + event.type, json, key.site, key.device])
         case "outbox.dropped":
             let first = event.firstSeq ?? 0, last = event.lastSeq ?? 0
             onCommit { Log.warn("device declared lost events, reconciling from its retained states",
                      ["device": key, "dropped": event.dropped ?? 0, "first_seq": first, "last_seq": last]) }
             try db.query(SQL.insertGap, [key.site, key.device, String(first), String(last), "true", event.dropped.map(String.init)])
-            try db.query(SQL.telemetry, ["device." + event.type, json, key.site, key.device])
             outcome.rebirth.insert(key)
-        case "level.drift", "outbox.fault", "outbox.recovered", "input.shed":
-            try db.query(SQL.telemetry, ["device." + event.type, json, key.site, key.device])
         default:
-            break   // lane passages and types a later contract adds: kept in sensor_events only
+            // Lane passages, level.drift, outbox.fault/recovered, input.shed and types a later contract adds: the
+            // device's own history, kept in sensor_events only (never in the product's telemetry_events).
+            break
         }
     }
 
@@ -303,6 +296,7 @@ final class Applier {
         case "spot.checkin":
             try redate(SQL.correctSince, old.arrival, event.arrival)
             try redate(SQL.correctCheckIn, old.arrival, event.arrival)
+            try redate(SQL.correctArrival, old.arrival, event.arrival)
         case "spot.checkout":
             try redate(SQL.correctCheckOut, old.departure, event.departure)
         default:
@@ -376,7 +370,7 @@ final class Applier {
         touchedSpots.formUnion(applied)
         for write in writes where write.isState && applied.contains(write.spot) {
             guard let since = write.since else { continue }
-            if write.state == "occupied" && write.checkedIn { try checkIn(write.spot, arrival: since) }
+            if write.state == "occupied" && write.checkedIn { try arrived(write.key, write.spot, at: since) }
             if write.state == "free" { try checkOut(write.spot, departure: since) }
         }
     }
@@ -390,12 +384,14 @@ final class Applier {
                                   textArray(entries.map(\.2.source))])
     }
 
-    @discardableResult
-    private func checkIn(_ spot: String, arrival: String) throws(PostgresError) -> Bool {
-        !(try db.query(SQL.checkIn, [spot, arrival]).rows.isEmpty)
+    /// A sensed arrival, matched to the reservation that holds the spot (if any) and recorded once (`SQL.arrived`).
+    private func arrived(_ key: DeviceKey, _ spot: String, at arrival: String) throws(PostgresError) {
+        touchedSpots.insert(spot)
+        try db.query(SQL.arrived, [spot, arrival, key.site, key.device])
     }
 
     private func checkOut(_ spot: String, departure: String) throws(PostgresError) {
+        touchedSpots.insert(spot)
         try db.query(SQL.checkOut, [spot, departure])
     }
 
@@ -416,6 +412,16 @@ final class Applier {
         try db.query(SQL.sweepCheckIns).rows.count + db.query(SQL.sweepCheckOuts).rows.count
     }
 
+    /// Holds that ran out, expired as the backend expires them: their spots.
+    func expireHolds() throws(PostgresError) -> [String] {
+        try db.query(SQL.expireHolds).rows.compactMap { $0[0] }
+    }
+
+    /// Reservations checked in from the app whose car never came within `seconds`, released: their spots.
+    func releaseNoShows(after seconds: Double) throws(PostgresError) -> [String] {
+        try db.query(SQL.releaseNoShows, [String(seconds)]).rows.compactMap { $0[0] }
+    }
+
     /// Detected gaps whose seqs still miss after `seconds`: the devices to ask for a rebirth.
     func checkGaps(after seconds: Double) throws(PostgresError) -> Set<DeviceKey> {
         Set(try db.query(SQL.checkGaps, [String(seconds)]).rows.compactMap { row in
@@ -432,10 +438,8 @@ final class Applier {
         }
     }
 
-    /// One snapshot per level for the current slot (nothing when this slot is already written).
+    /// The current slot's snapshot rows not written yet, for the levels that have data: how many were written.
     func snapshot(slotSeconds: Double) throws(PostgresError) -> Int {
-        try db.query(SQL.expireReservations)
-        _ = try reassertAll()
-        return try db.query(SQL.snapshot, [String(slotSeconds)]).rows.count
+        try db.query(SQL.snapshot, [String(slotSeconds)]).rows.count
     }
 }

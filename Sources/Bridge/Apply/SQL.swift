@@ -24,8 +24,12 @@ enum SQL {
         WHERE d.site = w.site AND d.device = w.device AND (d.boot, d.last_seq) IS DISTINCT FROM (w.boot, w.last_seq)
         """
 
-    /// Returns the storage fault the row held before (the row is locked by the batch already).
+    /// Returns the storage fault the row held before (the row is locked by the batch already); ends the device's open
+    /// outage interval.
     static let online = """
+        WITH ended AS (   -- runs although nothing reads it (PostgreSQL runs every data-modifying WITH)
+          UPDATE sensor_device_outages SET ended = now() WHERE site = $1 AND device = $2 AND ended IS NULL
+        )
         UPDATE sensor_devices d SET online = true, mode = $3, online_since = $4::timestamptz, offline_since = NULL,
           stale = false, storage_fault = $5, updated_at = now()
         FROM (SELECT storage_fault FROM sensor_devices WHERE site = $1 AND device = $2) AS before
@@ -33,9 +37,15 @@ enum SQL {
         RETURNING before.storage_fault
         """
 
+    /// The device's last will: offline, and an outage interval opened (one per device while it lasts).
     static let offline = """
-        UPDATE sensor_devices SET online = false, offline_since = coalesce(offline_since, now()), updated_at = now()
-        WHERE site = $1 AND device = $2
+        WITH d AS (
+          UPDATE sensor_devices SET online = false, offline_since = coalesce(offline_since, now()), updated_at = now()
+          WHERE site = $1 AND device = $2
+          RETURNING site, device, offline_since
+        )
+        INSERT INTO sensor_device_outages (site, device, began) SELECT site, device, offline_since FROM d
+        ON CONFLICT (site, device) WHERE ended IS NULL DO NOTHING
         """
 
     /// Another event of the device's with this boot and seq (not this id).
@@ -47,11 +57,18 @@ enum SQL {
     /// A device whose state directory was lost counts again from seq 1: its spots' order restarts too.
     static let resetSpotOrder = "UPDATE sensor_spots SET seq = 0, ord = 0 WHERE site = $1 AND device = $2"
 
-    /// Devices offline past the stale timeout, marked once.
+    /// Devices offline past the stale timeout, marked once, and the time their outage became one for the apps
+    /// (an interval opened before the bridge recorded outages is opened now).
     static let markStale = """
-        UPDATE sensor_devices SET stale = true, updated_at = now()
-        WHERE NOT online AND NOT stale AND offline_since < now() - make_interval(secs => $1::double precision)
-        RETURNING site, device
+        WITH s AS (
+          UPDATE sensor_devices SET stale = true, updated_at = now()
+          WHERE NOT online AND NOT stale AND offline_since < now() - make_interval(secs => $1::double precision)
+          RETURNING site, device, offline_since
+        ), outage AS (
+          INSERT INTO sensor_device_outages AS o (site, device, began, stale_at) SELECT site, device, offline_since, now() FROM s
+          ON CONFLICT (site, device) WHERE ended IS NULL DO UPDATE SET stale_at = coalesce(o.stale_at, now())
+        )
+        SELECT site, device FROM s
         """
 
     static let onlineDevices = "SELECT site, device FROM sensor_devices WHERE online"
@@ -87,6 +104,11 @@ enum SQL {
                      WHERE spot_id = $1 AND checked_in_at = $2::timestamptz AND status IN ('fulfilled', 'released')
                        AND $4::bigint > 0
                      FOR UPDATE SKIP LOCKED)
+        """
+    static let correctArrival = """
+        UPDATE sensor_arrivals SET arrival = $3::timestamptz
+        WHERE spot_id = $1 AND arrival = $2::timestamptz AND $4::bigint > 0
+          AND NOT EXISTS (SELECT 1 FROM sensor_arrivals WHERE spot_id = $1 AND arrival = $3::timestamptz)
         """
     static let correctCheckOut = """
         UPDATE reservations SET released_at = $3::timestamptz
@@ -129,11 +151,6 @@ enum SQL {
         WHERE site = $1 AND device = $2 AND subject = $3 AND input IS NOT DISTINCT FROM $4 AND recovered_at IS NULL
         """
 
-    static let telemetry = """
-        INSERT INTO telemetry_events (user_id, name, properties)
-        VALUES (NULL, $1, $2::jsonb || jsonb_build_object('site', $3::text, 'device', $4::text))
-        """
-
     // MARK: Spots
 
     static let knownSpots = "SELECT id FROM spots"
@@ -162,105 +179,211 @@ enum SQL {
         ON CONFLICT (site, device, spot_id) DO UPDATE SET last_seen = now(), reports = u.reports + 1
         """
 
-    /// What `spots` should say, for the given spots ($1) and every spot of the given devices
-    /// ($2 sites, $3 devices, pairwise), or for all sensor spots ($4): unknown or stale -> disabled
-    /// (never free), occupied, reserved while a user's active reservation holds it, else free.
+    /// What `spots` should say, for the given spots ($1) and every spot of the given devices ($2 sites, $3 devices,
+    /// pairwise), or for all sensor spots ($4). The sensor is the truth about the car, the reservation the truth about
+    /// who holds the spot (deploy/backend/README.md, "What the apps see"):
+    /// - a car sensed (device not stale): `occupied`;
+    /// - else an open reservation (`active`, or `fulfilled` and not released): `reserved` for its user — except a
+    ///   `fulfilled` one whose sensor cannot see (unknown, device stale), which stays `occupied` as the app's check-in
+    ///   made it: the user's word stands where the sensor has none;
+    /// - else a sensor that cannot see: `disabled` (never free); else `free`.
+    /// `held_by` is always the open reservation's user (NULL without one): never cleared while a reservation holds the
+    /// spot, and a holder left behind by the backend's expiry of a spot it did not free is cleared.
     /// Spots an administrator disabled are left alone.
     static let reassert = """
         WITH want AS (
-          SELECT ss.spot_id,
-                 CASE WHEN coalesce(d.stale, false) OR ss.state = 'unknown' THEN 'disabled'
-                      WHEN ss.state = 'occupied' THEN 'occupied'
-                      WHEN EXISTS (SELECT 1 FROM reservations r WHERE r.spot_id = ss.spot_id AND r.status = 'active')
-                        THEN 'reserved'
+          SELECT ss.spot_id, o.user_id AS holder,
+                 CASE WHEN ss.state = 'occupied' AND NOT coalesce(d.stale, false) THEN 'occupied'
+                      WHEN o.status = 'active' THEN 'reserved'
+                      WHEN o.status = 'fulfilled' AND ss.state = 'free' AND NOT coalesce(d.stale, false) THEN 'reserved'
+                      WHEN o.status = 'fulfilled' THEN 'occupied'
+                      WHEN coalesce(d.stale, false) OR ss.state = 'unknown' THEN 'disabled'
                       ELSE 'free' END AS status,
                  coalesce(ss.since, ss.updated_at) AS at
           FROM sensor_spots ss
           LEFT JOIN sensor_devices d ON d.site = ss.site AND d.device = ss.device
+          LEFT JOIN LATERAL (SELECT r.status, r.user_id FROM reservations r
+                             WHERE r.spot_id = ss.spot_id AND r.status IN ('active', 'fulfilled') AND r.released_at IS NULL
+                             ORDER BY r.created_at DESC LIMIT 1) o ON true
           WHERE $4::boolean OR ss.spot_id = ANY($1::text[])
              OR (ss.site, ss.device) IN (SELECT * FROM unnest($2::text[], $3::text[]))
         ), target AS (
-          SELECT sp.id, w.status, w.at FROM spots sp JOIN want w ON w.spot_id = sp.id
+          SELECT sp.id, w.status, w.at, w.holder FROM spots sp JOIN want w ON w.spot_id = sp.id
           WHERE NOT (sp.status = 'disabled' AND sp.source IS DISTINCT FROM 'sensor')
-            AND (sp.status <> w.status OR sp.source IS DISTINCT FROM 'sensor'
-                 OR (w.status = 'free' AND sp.held_by IS NOT NULL))
+            AND (sp.status <> w.status OR sp.source IS DISTINCT FROM 'sensor' OR sp.held_by IS DISTINCT FROM w.holder)
           FOR UPDATE OF sp SKIP LOCKED
         )
-        UPDATE spots sp SET status = t.status, source = 'sensor', updated_at = t.at,
-               held_by = CASE WHEN t.status = 'free' THEN NULL ELSE sp.held_by END
+        UPDATE spots sp SET status = t.status, source = 'sensor', updated_at = t.at, held_by = t.holder
         FROM target t WHERE sp.id = t.id
         RETURNING sp.id
         """
 
     // MARK: Reservations
 
-    /// The sensor saw the vehicle of an active reservation arrive: fulfilled at the arrival time.
-    static let checkIn = """
-        WITH r AS (
-          SELECT id FROM reservations
-          WHERE spot_id = $1 AND status = 'active' AND created_at <= $2::timestamptz AND expires_at >= $2::timestamptz
+    /// The product's telemetry for reservations the sensors completed (`telemetry_events`, counted by the backend's
+    /// analytics): snake_case names, a few properties within the backend's limits. Reads the CTE `done`
+    /// (id, user_id, spot_id, created_at, checked_in_at, released_at).
+    private static func telemetry(_ name: String) -> String {
+        """
+        INSERT INTO telemetry_events (user_id, name, properties)
+        SELECT done.user_id, '\(name)', jsonb_strip_nulls(jsonb_build_object(
+                 'reservation_id', done.id::text, 'spot_id', done.spot_id, 'level', sp.level_code,
+                 'lead_s', round(extract(epoch FROM done.checked_in_at - done.created_at)),
+                 'stay_s', round(extract(epoch FROM done.released_at - done.checked_in_at))))
+        FROM done LEFT JOIN spots sp ON sp.id = done.spot_id
+        """
+    }
+
+    /// What an update of reservations returns for `telemetry`, as the CTE `done`.
+    private static let done = """
+        reservations.id, reservations.user_id, reservations.spot_id, reservations.created_at, reservations.checked_in_at,
+        reservations.released_at
+        """
+
+    /// The check-in window, exactly the backend's: made at or before the arrival, and not expired at it
+    /// (the backend's check-in refuses `expires_at <= now()`).
+    private static let inWindow = "created_at <= $2::timestamptz AND $2::timestamptz < expires_at"
+
+    /// A sensed arrival ($1 spot, $2 arrival, $3 site, $4 device), matched once to what holds the spot:
+    /// - an `active` reservation whose window holds the arrival: `fulfilled` at the arrival (`sensor_check_in`);
+    /// - else a `fulfilled` one the app checked in before the car came (no arrival of its own yet): that reservation's
+    ///   arrival, the app's `checked_in_at` kept;
+    /// - else none: an unreserved arrival.
+    /// Recorded in `sensor_arrivals` (one row per spot and arrival, so an event and the retained states of the same
+    /// arrival count once). An active reservation whose row the API holds right now is not waited for and not
+    /// recorded: the sweep completes it (`sweepCheckIns`). Returns the kind recorded (nothing: already recorded, or
+    /// left to the sweep).
+    static let arrived = """
+        WITH active AS (
+          SELECT id FROM reservations WHERE spot_id = $1 AND status = 'active' AND \(inWindow)
           LIMIT 1 FOR UPDATE SKIP LOCKED
+        ), done AS (
+          UPDATE reservations SET status = 'fulfilled', checked_in_at = $2::timestamptz FROM active WHERE reservations.id = active.id
+          RETURNING \(done)
+        ), by_app AS (
+          SELECT r.id FROM reservations r
+          WHERE r.spot_id = $1 AND r.status = 'fulfilled' AND r.released_at IS NULL AND r.created_at <= $2::timestamptz
+            AND NOT EXISTS (SELECT 1 FROM sensor_arrivals a WHERE a.reservation_id = r.id)
+            AND NOT EXISTS (SELECT 1 FROM done)
+          LIMIT 1
+        ), held_by_api AS (
+          SELECT 1 FROM reservations WHERE spot_id = $1 AND status = 'active' AND \(inWindow) AND NOT EXISTS (SELECT 1 FROM done)
+        ), recorded AS (
+          INSERT INTO sensor_arrivals (spot_id, arrival, site, device, kind, reservation_id)
+          SELECT $1, $2::timestamptz, $3, $4,
+                 CASE WHEN EXISTS (SELECT 1 FROM done) THEN 'checked_in'
+                      WHEN EXISTS (SELECT 1 FROM by_app) THEN 'app_checked_in' ELSE 'unreserved' END,
+                 coalesce((SELECT id FROM done), (SELECT id FROM by_app))
+          WHERE NOT EXISTS (SELECT 1 FROM held_by_api)
+          ON CONFLICT (spot_id, arrival) DO NOTHING
+          RETURNING kind
+        ), told AS (
+          \(telemetry("sensor_check_in"))
         )
-        UPDATE reservations SET status = 'fulfilled', checked_in_at = $2::timestamptz FROM r
-        WHERE reservations.id = r.id
-        RETURNING reservations.id
+        SELECT kind FROM recorded
         """
 
-    /// Whether an active reservation waits for this arrival (its row was locked when the check-in ran).
-    static let reservationWaiting = """
-        SELECT 1 FROM reservations
-        WHERE spot_id = $1 AND status = 'active' AND created_at <= $2::timestamptz AND expires_at >= $2::timestamptz
-        """
-
-    /// A checked-in vehicle left: its reservation is released at the departure time.
+    /// A checked-in vehicle left ($1 spot, $2 departure): its reservation is released at the departure time
+    /// (`sensor_check_out`).
     static let checkOut = """
         WITH r AS (
           SELECT id FROM reservations
           WHERE spot_id = $1 AND status = 'fulfilled' AND released_at IS NULL AND checked_in_at <= $2::timestamptz
           LIMIT 1 FOR UPDATE SKIP LOCKED
+        ), done AS (
+          UPDATE reservations SET status = 'released', released_at = $2::timestamptz FROM r WHERE reservations.id = r.id
+          RETURNING \(done)
+        ), told AS (
+          \(telemetry("sensor_check_out"))
         )
-        UPDATE reservations SET status = 'released', released_at = $2::timestamptz FROM r
-        WHERE reservations.id = r.id
-        RETURNING reservations.id
+        SELECT id FROM done
         """
 
-    /// The sweep's check-ins: an active reservation on a spot the sensor sees occupied and checked in
-    /// since an arrival inside the reservation's window (a check-in skipped while the API held the row).
+    /// The sweep's check-ins: an active reservation on a spot the sensor sees occupied and checked in since an arrival
+    /// inside the reservation's window (a check-in skipped while the API held the row).
     static let sweepCheckIns = """
         WITH r AS (
-          SELECT r.id, ss.since FROM reservations r JOIN sensor_spots ss ON ss.spot_id = r.spot_id
+          SELECT r.id, ss.since, ss.site, ss.device FROM reservations r JOIN sensor_spots ss ON ss.spot_id = r.spot_id
           WHERE r.status = 'active' AND ss.state = 'occupied' AND ss.checked_in AND ss.since IS NOT NULL
-            AND ss.since BETWEEN r.created_at AND r.expires_at
+            AND r.created_at <= ss.since AND ss.since < r.expires_at
           FOR UPDATE OF r SKIP LOCKED
+        ), done AS (
+          UPDATE reservations SET status = 'fulfilled', checked_in_at = r.since FROM r WHERE reservations.id = r.id
+          RETURNING \(done), r.site, r.device
+        ), recorded AS (
+          INSERT INTO sensor_arrivals AS a (spot_id, arrival, site, device, kind, reservation_id)
+          SELECT spot_id, checked_in_at, site, device, 'checked_in', id FROM done
+          ON CONFLICT (spot_id, arrival) DO UPDATE SET kind = 'checked_in', reservation_id = EXCLUDED.reservation_id
+        ), told AS (
+          \(telemetry("sensor_check_in"))
         )
-        UPDATE reservations SET status = 'fulfilled', checked_in_at = r.since FROM r WHERE reservations.id = r.id
-        RETURNING reservations.id
+        SELECT id FROM done
         """
 
-    /// The sweep's check-outs: a fulfilled, unreleased reservation on a spot the sensor has seen free
-    /// since after the check-in.
+    /// The sweep's check-outs: a fulfilled, unreleased reservation on a spot the sensor has seen free since after the
+    /// check-in.
     static let sweepCheckOuts = """
         WITH r AS (
           SELECT r.id, ss.since FROM reservations r JOIN sensor_spots ss ON ss.spot_id = r.spot_id
           WHERE r.status = 'fulfilled' AND r.released_at IS NULL AND ss.state = 'free' AND ss.since IS NOT NULL
             AND ss.since > r.checked_in_at
           FOR UPDATE OF r SKIP LOCKED
+        ), done AS (
+          UPDATE reservations SET status = 'released', released_at = r.since FROM r WHERE reservations.id = r.id
+          RETURNING \(done)
+        ), told AS (
+          \(telemetry("sensor_check_out"))
         )
-        UPDATE reservations SET status = 'released', released_at = r.since FROM r WHERE reservations.id = r.id
-        RETURNING reservations.id
+        SELECT id FROM done
         """
 
-    /// The backend's lazy reservation expiry, run before a snapshot so `reserved` is current (with
-    /// OCCUPANCY_SOURCE=none nothing else runs it between API calls): exactly the backend's writes.
-    static let expireReservations = """
+    /// The backend's reservation expiry, exactly its writes (`active` and `expires_at < now()` → `expired`; its spot,
+    /// if still `reserved`, `free`, `held_by` NULL, `source` NULL, `updated_at = now()`), run at every sweep: with
+    /// OCCUPANCY_SOURCE=none nothing else runs it between reservation API calls. One difference: a hold whose car the
+    /// sensor saw arrive inside its window (occupied, not yet checked in: `checkin_after` has not passed) is left
+    /// active for its check-in, which fulfils it at that arrival. Returns the expired reservations' spots.
+    static let expireHolds = """
         WITH r AS (
-          SELECT id FROM reservations WHERE status = 'active' AND expires_at < now() FOR UPDATE SKIP LOCKED
+          SELECT r.id FROM reservations r
+          WHERE r.status = 'active' AND r.expires_at < now()
+            AND NOT EXISTS (SELECT 1 FROM sensor_spots ss JOIN sensor_devices d ON d.site = ss.site AND d.device = ss.device
+                            WHERE ss.spot_id = r.spot_id AND ss.state = 'occupied' AND NOT d.stale
+                              AND ss.since >= r.created_at AND ss.since < r.expires_at)
+          FOR UPDATE OF r SKIP LOCKED
         ), expired AS (
           UPDATE reservations SET status = 'expired' FROM r WHERE reservations.id = r.id RETURNING reservations.spot_id
         ), s AS (
           SELECT id FROM spots WHERE id IN (SELECT spot_id FROM expired) AND status = 'reserved' FOR UPDATE SKIP LOCKED
+        ), freed AS (
+          UPDATE spots SET status = 'free', held_by = NULL, source = NULL, updated_at = now() FROM s WHERE spots.id = s.id
         )
-        UPDATE spots SET status = 'free', held_by = NULL, source = NULL FROM s WHERE spots.id = s.id
+        SELECT spot_id FROM expired
+        """
+
+    /// The no-show rule ($1 seconds): a reservation the app checked in (`fulfilled`, not released) whose car the sensor
+    /// never saw — its spot sensed free since before the check-in, its device online and not stale, no arrival matched
+    /// to it — for longer than $1 is released the way the user's release would (`released`, `released_at = now()`);
+    /// the re-assert then frees its spot. Recorded in `sensor_no_shows`, counted in telemetry (`sensor_no_show`).
+    static let releaseNoShows = """
+        WITH r AS (
+          SELECT r.id FROM reservations r
+          JOIN sensor_spots ss ON ss.spot_id = r.spot_id
+          JOIN sensor_devices d ON d.site = ss.site AND d.device = ss.device
+          WHERE r.status = 'fulfilled' AND r.released_at IS NULL
+            AND r.checked_in_at < now() - make_interval(secs => $1::double precision)
+            AND ss.state = 'free' AND (ss.since IS NULL OR ss.since <= r.checked_in_at) AND d.online AND NOT d.stale
+            AND NOT EXISTS (SELECT 1 FROM sensor_arrivals a WHERE a.reservation_id = r.id)
+          FOR UPDATE OF r SKIP LOCKED
+        ), done AS (
+          UPDATE reservations SET status = 'released', released_at = now() FROM r WHERE reservations.id = r.id
+          RETURNING \(done)
+        ), recorded AS (
+          INSERT INTO sensor_no_shows (reservation_id, spot_id, user_id, checked_in_at, released_at)
+          SELECT id, spot_id, user_id, checked_in_at, released_at FROM done ON CONFLICT DO NOTHING
+        ), told AS (
+          \(telemetry("sensor_no_show"))
+        )
+        SELECT spot_id FROM done
         """
 
     // MARK: Levels and snapshots
@@ -272,9 +395,11 @@ enum SQL {
           capacity = EXCLUDED.capacity, occupied = EXCLUDED.occupied, source = EXCLUDED.source, updated_at = now()
         """
 
-    /// One row per level per slot, like the simulator's: levels with spot sensors are counted from
-    /// `spots` (disabled spots are not in the total, so an unknown spot is never counted free);
-    /// levels counted by lanes only take the level state, and none while its count is unknown.
+    /// One row per level per slot ($1 seconds, the slot chosen and written on the database's clock), like the
+    /// simulator's; run at every sweep, `ON CONFLICT DO NOTHING`, so a slot is written once, as soon as there is data
+    /// for it. Levels with spot sensors are counted from `spots` (disabled spots are not in the total, so an unknown
+    /// spot is never counted free), and get no row while their known total is 0 (every spot unknown: a gap, not
+    /// "0 free"); levels counted by lanes only take the level state, and none while its count is unknown.
     static let snapshot = """
         WITH slot AS (SELECT to_timestamp(floor(extract(epoch FROM now()) / $1::double precision) * $1::double precision) AS taken_at),
         sensed AS (
@@ -295,7 +420,7 @@ enum SQL {
             AND l.level_code IN (SELECT code FROM levels)
         )
         INSERT INTO occupancy_snapshots (level_code, taken_at, total, free, reserved, occupied, source)
-        SELECT level_code, (SELECT taken_at FROM slot), total, free, reserved, occupied, 'sensor' FROM sensed
+        SELECT level_code, (SELECT taken_at FROM slot), total, free, reserved, occupied, 'sensor' FROM sensed WHERE total > 0
         UNION ALL
         SELECT level_code, (SELECT taken_at FROM slot), total, greatest(total - occupied - reserved, 0), reserved, occupied, 'sensor'
         FROM lanes

@@ -7,8 +7,8 @@ enum MigrateCommand {
         name: "migrate", abstract: "Prepare the backend's database for sensor data (idempotent).",
         discussion: """
         Adds 'sensor' to spots.source and creates the bridge's own tables (sensor_devices,
-        sensor_events, sensor_spots, sensor_levels, sensor_gaps, sensor_faults, sensor_unknown_spots),
-        numbered in sensor_schema_migrations. Each step runs once; a run's steps share one
+        sensor_events, sensor_spots, sensor_levels, sensor_gaps, sensor_faults, sensor_unknown_spots,
+        sensor_arrivals, sensor_device_outages, sensor_no_shows), numbered in sensor_schema_migrations. Each step runs once; a run's steps share one
         transaction (an error keeps none of them). Running it again changes nothing. The backend's
         tables and data are not otherwise touched. Run it as the owner of the backend's tables.
         --grant ROLE then grants the bridge's own role exactly what `run` needs (tables, and the

@@ -17,8 +17,13 @@ struct BridgeConfig: Sendable {
     var clientID = "parkwise-bridge"
     /// Several bridges share the feed through `$share/<group>/…` (nil: a plain subscription).
     var shareGroup: String?
-    /// How often the bridge re-asserts what its sensors see over the backend's own writes.
+    /// How often the bridge re-asserts what its sensors see over the backend's own writes, expires holds that ran out
+    /// and writes a slot's snapshot once there is data for it.
     var reassertEvery: Duration = .seconds(5)
+    /// A reservation checked in from the app whose car the sensor has not seen this long is released (nil: never).
+    /// The backend's own hold (HOLD_MINUTES): the time a user had to reach the spot after reserving it is the time
+    /// they get to reach it after pressing "I parked".
+    var noShowAfter: Duration? = .seconds(900)
     /// At a stop, how long a failing database may hold it (received messages not yet committed are
     /// then given up; systemd's TimeoutStopSec is 30 s).
     var stopGrace: Duration = .seconds(20)
@@ -51,7 +56,7 @@ struct BridgeConfigReader {
     init(file: String) { self.file = file }
 
     static let keys = ["sites", "devices", "stale_after", "snapshot_every", "accept_simulated", "client_id",
-                       "share_group", "reassert_every", "stop_grace", "batch_size", "hold_at_most", "credentials", "tls"]
+                       "share_group", "reassert_every", "no_show_after", "stop_grace", "batch_size", "hold_at_most", "credentials", "tls"]
 
     static func read(_ root: ConfigNode, file: String) throws(ConfigIssues) -> BridgeConfig {
         var reader = BridgeConfigReader(file: file)
@@ -79,6 +84,8 @@ struct BridgeConfigReader {
             case "stale_after": duration(value).map { config.staleAfter = $0 }
             case "snapshot_every": duration(value).map { config.snapshotEvery = $0 }
             case "reassert_every": duration(value).map { config.reassertEvery = $0 }
+            case "no_show_after":
+                if value.text == "off" { config.noShowAfter = nil } else { duration(value).map { config.noShowAfter = $0 } }
             case "stop_grace": duration(value).map { config.stopGrace = $0 }
             case "accept_simulated": boolean(value).map { config.acceptSimulated = $0 }
             case "client_id": text(value).map { config.clientID = $0 }

@@ -92,6 +92,35 @@ enum Migrations {
             // What the device's status says its disk refuses (a dying SD card): NULL while nothing does.
             "ALTER TABLE sensor_devices ADD COLUMN storage_fault text",
         ]),
+        Step(version: 4, name: "the bridge's own records: arrivals, device outages, no-shows", statements: [
+            // Every sensed arrival (events and retained states of one arrival share the key) and what it met: the
+            // reservation it fulfilled, one the app had fulfilled already, or none. Operational records live here,
+            // never in the product's telemetry_events.
+            """
+            CREATE TABLE sensor_arrivals (
+              spot_id text NOT NULL, arrival timestamptz NOT NULL,
+              site text NOT NULL, device text NOT NULL,
+              kind text NOT NULL CHECK (kind IN ('checked_in', 'app_checked_in', 'unreserved')),
+              reservation_id uuid,
+              recorded_at timestamptz NOT NULL DEFAULT now(),
+              PRIMARY KEY (spot_id, arrival))
+            """,
+            "CREATE INDEX sensor_arrivals_reservation ON sensor_arrivals (reservation_id) WHERE reservation_id IS NOT NULL",
+            // A device's offline intervals: began at its last will, stale once past stale_after (its spots left
+            // the free count), ended when it came back. One open interval per device.
+            """
+            CREATE TABLE sensor_device_outages (
+              id bigserial PRIMARY KEY, site text NOT NULL, device text NOT NULL,
+              began timestamptz NOT NULL, stale_at timestamptz, ended timestamptz)
+            """,
+            "CREATE UNIQUE INDEX sensor_device_outages_open ON sensor_device_outages (site, device) WHERE ended IS NULL",
+            // Reservations checked in from the app whose car the sensor never saw, released by the no-show rule.
+            """
+            CREATE TABLE sensor_no_shows (
+              reservation_id uuid PRIMARY KEY, spot_id text NOT NULL, user_id uuid,
+              checked_in_at timestamptz NOT NULL, released_at timestamptz NOT NULL)
+            """,
+        ]),
     ]
 
     static var latest: Int { steps.map(\.version).max() ?? 0 }

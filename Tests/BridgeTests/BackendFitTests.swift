@@ -1,0 +1,281 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// ParkWise's backend on sensors (issue 21): the app's own writes — create, check-in, release, expiry, as the backend's
+/// API makes them (the test schema's `api_*` functions) — against the real agent, broker, bridge and PostgreSQL. The
+/// rule under test: the sensor is the truth about the car, the reservation the truth about who holds the spot.
+@Suite(.serialized) struct BackendFitTests {
+    /// "I parked" pressed at the ramp, before the sensor saw the car: the spot is never listed free and keeps its
+    /// holder; when the car comes, its arrival joins that reservation (the app's check-in time kept); it leaves: released.
+    @Test func anAppCheckInBeforeTheCarIsNeverUndoneAndTheCarJoinsIt() throws {
+        let fixture = try BridgeFixture()
+        try fixture.startBridge()
+        let user = fixture.appUser()
+        let reservation = try #require(fixture.api("api_reserve('\(user)', 'P2-A-01')"))
+        #expect(fixture.api("api_check_in('\(reservation)')") != nil)
+        let checkedIn = epochMs(fixture, "SELECT checked_in_at FROM reservations")
+        #expect(fixture.spot("P2-A-01") == "occupied/user")
+
+        // The agent starts with the spot free (its retained state), the car arrives 3 s later and leaves at 9 s.
+        let trace = fixture.dir.appendingPathComponent("trace.jsonl").path
+        try """
+        {"parkwise_trace": 1}
+        {"t_ms": 3000, "input": "GPIO22", "value": 1}
+        {"t_ms": 9000, "input": "GPIO22", "value": 0}
+        """.write(toFile: trace, atomically: true, encoding: .utf8)
+        let agent = try Child(agentBinary, ["run", "--config", try writeAgentGarage(fixture.dir), "--replay", trace,
+                                            "--broker", fixture.broker.url, "--outbox", fixture.dir.path + "/outbox"])
+        defer { agent.signal(SIGTERM); _ = agent.wait(10) }
+        var seen: [String] = []
+        let spotRow = "SELECT status || '/' || coalesce(held_by::text, '-') FROM spots WHERE id = 'P2-A-01'"
+        #expect(eventually(30) {
+            seen.append(fixture.query(spotRow))
+            return fixture.query("SELECT count(*) FROM sensor_arrivals") == "1"
+        }, "\(agent.stderr)\n\(fixture.bridge?.stderr ?? "")")
+        #expect(!seen.contains { $0.hasPrefix("free") }, "listed free while the app's check-in held it: \(Set(seen))")
+        #expect(seen.allSatisfy { $0.hasSuffix("/" + user) }, "holder lost: \(Set(seen))")
+        #expect(seen.contains("reserved/\(user)"), "before the car: held for its user, \(Set(seen))")
+        // The sensed arrival is that reservation's: recorded in the bridge's own table, the app's check-in time kept.
+        #expect(fixture.query("SELECT kind || ' ' || reservation_id FROM sensor_arrivals") == "app_checked_in \(reservation)")
+        #expect(epochMs(fixture, "SELECT checked_in_at FROM reservations") == checkedIn)
+        #expect(fixture.query("SELECT status FROM reservations") == "fulfilled")
+        #expect(fixture.query(spotRow) == "occupied/\(user)")
+        #expect(fixture.query("SELECT count(*) FROM telemetry_events") == "0", "no sensed check-in of its own")
+
+        // The car leaves: released at its departure, the spot free and no longer held; the next student may reserve it.
+        #expect(fixture.waitFor("SELECT status FROM reservations", "released", seconds: 20), "\(fixture.bridge?.stderr ?? "")")
+        #expect(epochMs(fixture, "SELECT released_at FROM reservations")
+                == epochMs(fixture, "SELECT (payload->>'departure')::timestamptz FROM sensor_events WHERE type = 'spot.checkout'"))
+        #expect(fixture.waitFor(spotRow, "free/-"))
+        #expect(fixture.api("api_reserve('\(fixture.appUser())', 'P2-A-01')") != nil, "the next reservation is refused")
+    }
+
+    /// A reservation checked in from the app whose car never comes is released by the no-show rule, the way the
+    /// user's release would; one whose car is there is not.
+    @Test func anAppCheckInWhoseCarNeverComesIsReleasedAsANoShow() throws {
+        let fixture = try BridgeFixture()
+        let bridge = try fixture.startBridge(config: "accept_simulated: true\nreassert_every: 200ms\nno_show_after: 2s\n")
+        let gone = fixture.appUser(), parked = fixture.appUser()
+        let came = try #require(fixture.api("api_reserve('\(parked)', 'P2-A-02')"))
+        // P2-A-02's car arrives at 0.1 s and stays (its checkin_after, 2 minutes, does not pass in this test).
+        let trace = fixture.dir.appendingPathComponent("trace.jsonl").path
+        try """
+        {"parkwise_trace": 1}
+        {"t_ms": 100, "input": "GPIO23", "value": 1}
+        """.write(toFile: trace, atomically: true, encoding: .utf8)
+        let agent = try Child(agentBinary, ["run", "--config", try writeAgentGarage(fixture.dir), "--replay", trace,
+                                            "--broker", fixture.broker.url, "--outbox", fixture.dir.path + "/outbox"])
+        defer { agent.signal(SIGTERM); _ = agent.wait(10) }
+        #expect(fixture.waitFor("SELECT string_agg(id || '=' || status, ',' ORDER BY id) FROM spots WHERE source = 'sensor'",
+                                "P2-A-01=free,P2-A-02=occupied"), "\(agent.stderr)")
+        #expect(fixture.api("api_check_in('\(came)')") != nil)
+        let noShow = try #require(fixture.api("api_reserve('\(gone)', 'P2-A-01')"))
+        #expect(fixture.api("api_check_in('\(noShow)')") != nil)
+
+        #expect(fixture.waitFor("SELECT status FROM reservations WHERE id = '\(noShow)'", "released", seconds: 20), "\(bridge.stderr)")
+        #expect(fixture.waitFor("SELECT status || '/' || source || '/' || coalesce(held_by::text, '-') FROM spots WHERE id = 'P2-A-01'",
+                                "free/sensor/-"))
+        #expect(fixture.query("SELECT reservation_id || ' ' || user_id FROM sensor_no_shows") == "\(noShow) \(gone)")
+        #expect(fixture.query("SELECT name || ' ' || user_id || ' ' || (properties->>'spot_id') FROM telemetry_events")
+                == "sensor_no_show \(gone) P2-A-01")
+        #expect(eventually(5) { bridge.stderr.contains("no car came, reservations released (no-show) count=1 spots=P2-A-01") },
+                "\(bridge.stderr)")
+        #expect(fixture.query("SELECT status FROM reservations WHERE id = '\(came)'") == "fulfilled")
+        #expect(fixture.query("SELECT status || '/' || held_by FROM spots WHERE id = 'P2-A-02'") == "occupied/\(parked)")
+    }
+
+    /// With OCCUPANCY_SOURCE=none nothing runs the backend's expiry between API calls: the bridge does, at every sweep,
+    /// with the backend's exact writes, on a sensed spot and on one without a sensor.
+    @Test func aHoldThatRunsOutEndsWithinSecondsWithNoAPICall() throws {
+        let fixture = try BridgeFixture()
+        let bridge = try fixture.startBridge(config: "accept_simulated: true\n")   // the default sweep: every 5 s
+        let trace = fixture.dir.appendingPathComponent("trace.jsonl").path
+        try #"{"parkwise_trace": 1}"#.write(toFile: trace, atomically: true, encoding: .utf8)   // nothing moves
+        let agent = try Child(agentBinary, ["run", "--config", try writeAgentGarage(fixture.dir), "--replay", trace,
+                                            "--broker", fixture.broker.url, "--outbox", fixture.dir.path + "/outbox"])
+        defer { agent.signal(SIGTERM); _ = agent.wait(10) }
+        #expect(fixture.waitFor("SELECT count(*) FROM spots WHERE source = 'sensor' AND status = 'free'", "2"), "\(agent.stderr)")
+        let sensed = try #require(fixture.api("api_reserve('\(fixture.appUser())', 'P2-A-01', interval '3 seconds')"))
+        let unsensed = try #require(fixture.api("api_reserve('\(fixture.appUser())', 'P1-A-01', interval '3 seconds')"))
+        #expect(fixture.waitFor("SELECT status FROM spots WHERE id = 'P2-A-01'", "reserved"))
+        #expect(fixture.waitFor("SELECT string_agg(status, ',') FROM reservations", "expired,expired", seconds: 15), "\(bridge.stderr)")
+        let delay = fixture.query("SELECT round(extract(epoch FROM now() - max(expires_at))::numeric, 1) FROM reservations")
+        print("hold expiry: observed \(delay) s after expires_at (sweep every 5 s)")
+        #expect(fixture.waitFor("SELECT status || '/' || source || '/' || coalesce(held_by::text, '-') FROM spots WHERE id = 'P2-A-01'",
+                                "free/sensor/-"))
+        // The spot without a sensor: exactly the backend's expiry (free, no holder, no source, updated_at written).
+        #expect(fixture.query("""
+            SELECT s.status || '/' || coalesce(s.source, '-') || '/' || coalesce(s.held_by::text, '-') || '/' || (s.updated_at >= r.expires_at)
+            FROM spots s, reservations r WHERE s.id = 'P1-A-01' AND r.id = '\(unsensed)'
+            """) == "free/-/-/true")
+        #expect(eventually(5) { bridge.stderr.contains("holds ran out, reservations expired") }, "\(bridge.stderr)")
+        #expect(fixture.query("SELECT count(*) FROM reservations WHERE id = '\(sensed)' AND status = 'expired'") == "1")
+    }
+
+    /// The sensed check-in's window is the backend's: an arrival at `expires_at` is late (the app's check-in refuses
+    /// `expires_at <= now()`), one a millisecond before is in time; a car that arrived in time is not expired while its
+    /// check-in is still to come (`checkin_after`).
+    @Test func theSensedCheckInWindowIsTheBackends() throws {
+        let fixture = try BridgeFixture()
+        try fixture.startBridge()
+        var device = FakeDevice(fixture.broker)
+        device.online()
+        fixture.reserve("P1-A-01")
+        fixture.reserve("P1-A-02")
+        fixture.reserve("P1-A-03")
+        fixture.query("UPDATE reservations SET expires_at = now() + interval '3 seconds' WHERE spot_id = 'P1-A-03'")
+        fixture.query("UPDATE reservations SET expires_at = date_trunc('milliseconds', expires_at)")   // as the wire's times
+        let expiry = { (spot: String) in fixture.query("""
+            SELECT to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') FROM reservations WHERE spot_id = '\(spot)'
+            """) }
+        let late = expiry("P1-A-01")
+        let onTime = fixture.query("""
+            SELECT to_char((expires_at - interval '1 millisecond') AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+            FROM reservations WHERE spot_id = 'P1-A-02'
+            """)
+        for (spot, arrival) in [("P1-A-01", late), ("P1-A-02", onTime)] {
+            device.event("spot.occupied", at: arrival, #""spot":"\#(spot)","level":"P1""#)
+            device.event("spot.checkin", at: arrival, #""spot":"\#(spot)","level":"P1","arrival":"\#(arrival)""#)
+        }
+        // P1-A-03's car arrived in time; its hold runs out before checkin_after has passed.
+        let arrived = wireTime(-1)
+        device.event("spot.occupied", at: arrived, #""spot":"P1-A-03","level":"P1""#)
+        #expect(fixture.waitFor("SELECT string_agg(spot_id || ' ' || kind, ',' ORDER BY spot_id) FROM sensor_arrivals",
+                                "P1-A-01 unreserved,P1-A-02 checked_in"), "\(fixture.bridge?.stderr ?? "")")
+        #expect(fixture.query("SELECT string_agg(spot_id || ' ' || status, ',' ORDER BY spot_id) FROM reservations")
+                == "P1-A-01 active,P1-A-02 fulfilled,P1-A-03 active")
+        #expect(fixture.waitFor("SELECT now() > expires_at + interval '1 second' FROM reservations WHERE spot_id = 'P1-A-03'", "t"))
+        #expect(fixture.waitFor("SELECT count(*) FROM spots WHERE id = 'P1-A-03' AND status = 'occupied'", "1"))
+        #expect(fixture.query("SELECT status FROM reservations WHERE spot_id = 'P1-A-03'") == "active", "expired under its car")
+        device.event("spot.checkin", #""spot":"P1-A-03","level":"P1","arrival":"\#(arrived)""#)
+        #expect(fixture.waitFor("SELECT status FROM reservations WHERE spot_id = 'P1-A-03'", "fulfilled"))
+        #expect(epochMs(fixture, "SELECT checked_in_at FROM reservations WHERE spot_id = 'P1-A-03'")
+                == epochMs(fixture, "'\(arrived)'::timestamptz"))
+    }
+
+    /// Only what the product's analytics should count goes into telemetry_events, named and shaped as the backend's
+    /// POST /telemetry accepts; the device's chatter (faults, gaps, drift, outbox, unreserved arrivals) stays in the
+    /// bridge's own tables. A morning of the simulated campus (the real agent) and every device event type.
+    @Test func onlyProductEventsReachTelemetryAndTheBackendWouldAcceptThem() throws {
+        let fixture = try BridgeFixture()
+        try fixture.startBridge()
+        for spot in ["P1-A-05", "P2-B-10"] { fixture.api("api_reserve('\(fixture.appUser())', '\(spot)')") }
+        let agent = try Child(agentBinary, ["run", "--config", packageRoot + "/hardware/examples/campus.yaml", "--simulate",
+                                            "--speed", "300", "--sim-start", "07:30", "--broker", fixture.broker.url,
+                                            "--outbox", fixture.dir.path + "/outbox"])
+        defer { agent.signal(SIGTERM); _ = agent.wait(15) }
+        var device = FakeDevice(fixture.broker)
+        device.online()
+        fixture.reserve("P1-C-20")
+        let arrival = wireTime(-30), departure = wireTime(-1)
+        device.event("spot.occupied", at: arrival, #""spot":"P1-C-20","level":"P1""#)
+        device.event("spot.checkin", #""spot":"P1-C-20","level":"P1","arrival":"\#(arrival)""#)
+        device.event("spot.checkout", at: departure,
+                     #""spot":"P1-C-20","level":"P1","arrival":"\#(arrival)","departure":"\#(departure)","stay_s":29"#)
+        device.event("sensor.fault", #""subject":"spot P1-C-19","input":"GPIO5","reason":"stuck""#)
+        device.event("sensor.recovered", #""subject":"spot P1-C-19","input":"GPIO5""#)
+        device.event("level.drift", #""level":"P1","counted":61,"clamped_to":60"#)
+        device.event("outbox.fault", #""reason":"disk full""#)
+        device.event("outbox.recovered")
+        device.event("input.shed", #""dropped":3,"reason":"burst""#)
+        device.event("outbox.dropped", #""dropped":1,"first_seq":20,"last_seq":20"#)
+        // The campus fills: many ordinary, unreserved arrivals.
+        #expect(fixture.waitFor("SELECT count(*) >= 20 FROM sensor_arrivals WHERE kind = 'unreserved'", "t", seconds: 60),
+                "\(fixture.bridge?.stderr ?? "")")
+        #expect(fixture.waitFor("SELECT count(*) FROM sensor_events WHERE device = 'p1-north'", "10"))
+        #expect(fixture.query("SELECT count(*) FROM sensor_faults WHERE device = 'p1-north' AND recovered_at IS NOT NULL") == "1")
+
+        let rows = fixture.query("SELECT name || E'\\t' || properties::text FROM telemetry_events ORDER BY id")
+            .split(separator: "\n").map(String.init)
+        #expect(!rows.isEmpty)
+        for row in rows {
+            let parts = row.split(separator: "\t", maxSplits: 1).map(String.init)
+            #expect(["sensor_check_in", "sensor_check_out", "sensor_no_show"].contains(parts[0]), "\(row)")
+            #expect(backendAcceptsTelemetry(name: parts[0], properties: parts[1]), "the backend's POST /telemetry would refuse \(row)")
+        }
+        #expect(fixture.query("SELECT count(*) FROM telemetry_events WHERE name = 'sensor_check_in' AND user_id IS NOT NULL")
+                == fixture.query("SELECT count(*) FROM reservations WHERE checked_in_at IS NOT NULL"))
+    }
+
+    /// A bridge started before any spot is sensed writes the slot it starts in once data exists (the old one marked
+    /// the slot done after writing nothing); the slot is the database's.
+    @Test func theSlotTheBridgeStartsInIsWrittenOnceDataExists() throws {
+        let fixture = try BridgeFixture()
+        let commits = "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
+        let before = Int(fixture.query(commits)) ?? 0
+        try fixture.startBridge(config: "accept_simulated: true\nreassert_every: 200ms\nsnapshot_every: 1h\n")
+        // Several sweeps with nothing sensed (each is a handful of statements, each its own transaction).
+        #expect(eventually(20) { (Int(fixture.query(commits)) ?? 0) > before + 40 })
+        #expect(fixture.query("SELECT count(*) FROM occupancy_snapshots") == "0")
+        let device = FakeDevice(fixture.broker)
+        device.online()
+        device.spot("P3-A-01", "occupied", since: wireTime(-60))
+        device.spot("P3-A-02", "free", since: wireTime(-60))
+        let slot = "to_timestamp(floor(extract(epoch FROM now()) / 3600) * 3600)"
+        #expect(fixture.waitFor("SELECT total || ' ' || free || ' ' || occupied || ' ' || source FROM occupancy_snapshots "
+                                + "WHERE level_code = 'P3' AND taken_at = \(slot)", "48 47 1 sensor"), "\(fixture.bridge?.stderr ?? "")")
+        #expect(fixture.query("SELECT count(*) FROM occupancy_snapshots") == "1", "levels without data get no row")
+    }
+
+    /// A device offline past `stale_after`: its spots `disabled` (never free), no all-zero snapshot rows while it lasts,
+    /// the outage in sensor_device_outages, and the README's unmet-demand query leaves its slots out.
+    @Test func aDeviceOfflinePastStaleAfterWritesNoEmptySnapshotAndItsOutageIsRecorded() throws {
+        let fixture = try BridgeFixture()
+        try fixture.startBridge(config: "accept_simulated: true\nreassert_every: 200ms\nstale_after: 1s\nsnapshot_every: 1s\n")
+        let device = FakeDevice(fixture.broker, device: "p2-all")
+        device.online()
+        let p2 = (1...24).flatMap { n in ["A", "B"].map { "P2-\($0)-" + String(format: "%02d", n) } }
+        for (i, spot) in p2.enumerated() { device.spot(spot, i < 10 ? "occupied" : "free", since: wireTime(-600)) }
+        #expect(fixture.waitFor("SELECT count(*) > 0 FROM occupancy_snapshots WHERE level_code = 'P2' AND total = 48 AND free = 38", "t"),
+                "\(fixture.bridge?.stderr ?? "")")
+
+        device.offline()
+        #expect(fixture.waitFor("SELECT count(*) FROM sensor_device_outages WHERE stale_at IS NOT NULL AND ended IS NULL", "1"))
+        #expect(fixture.waitFor("SELECT count(*) FROM spots WHERE level_code = 'P2' AND status = 'disabled' AND source = 'sensor'", "48"))
+        // What GET /levels then answers (README, "What the apps see"): P2 total 0, free 0; the other levels as they are.
+        #expect(fixture.query("SELECT code || ' ' || total || ' ' || free FROM api_levels() WHERE code = 'P2'") == "P2 0 0")
+        #expect(fixture.query("SELECT DISTINCT campus_full FROM api_levels()") == "f")
+        // Three slots pass during the outage: none is written for P2 (unknown is not a number), and no row is all zero.
+        #expect(fixture.waitFor("SELECT now() > stale_at + interval '3 seconds' FROM sensor_device_outages", "t"))
+        #expect(fixture.query("SELECT count(*) FROM occupancy_snapshots WHERE total = 0") == "0")
+        #expect(fixture.query("""
+            SELECT count(*) FROM occupancy_snapshots s, sensor_device_outages o
+            WHERE s.level_code = 'P2' AND s.taken_at > o.stale_at
+            """) == "0")
+
+        // Unmet demand recorded during the outage (the campus read "full") is left out by the README's query.
+        fixture.query("""
+            INSERT INTO unmet_demand (user_id, slot_start, weekday, zone)
+            SELECT gen_random_uuid(), to_timestamp(floor(extract(epoch FROM stale_at) / 900) * 900), 3, 'A' FROM sensor_device_outages
+            UNION ALL SELECT gen_random_uuid(), now() - interval '1 day', 2, 'B'
+            """)
+        let query = try #require(try readmeSQL(section: "### Unmet demand without the outages").first)
+        #expect(try fixture.cluster.sql(query, database: fixture.database).split(separator: "\n").count == 1)
+        #expect(try fixture.cluster.sql(query.replacingOccurrences(of: "SELECT u.*", with: "SELECT u.zone"), database: fixture.database)
+                == "B")
+
+        device.online()
+        #expect(fixture.waitFor("SELECT count(*) FROM sensor_device_outages WHERE ended IS NOT NULL", "1"))
+        #expect(fixture.waitFor("SELECT count(*) FROM spots WHERE level_code = 'P2' AND status = 'free'", "38"))
+        #expect(fixture.waitFor("SELECT count(*) > 0 FROM occupancy_snapshots s, sensor_device_outages o "
+                                + "WHERE s.level_code = 'P2' AND s.taken_at > o.ended", "t"))
+    }
+}
+
+/// The backend's POST /telemetry rules (parkwise-backend-facts.md): a snake_case name of at most 100 characters, at
+/// most 20 properties, keys of at most 40 characters, values strings of at most 200 characters, finite numbers or
+/// booleans.
+func backendAcceptsTelemetry(name: String, properties: String) -> Bool {
+    guard name.count <= 100, name.range(of: "^[a-z][a-z0-9]*(_[a-z0-9]+)*$", options: .regularExpression) != nil,
+          let object = try? JSONSerialization.jsonObject(with: Data(properties.utf8)) as? [String: Any], object.count <= 20
+    else { return false }
+    return object.allSatisfy { key, value in
+        guard key.count <= 40 else { return false }
+        switch value {
+        case let text as String: return text.count <= 200
+        case let number as NSNumber: return number.doubleValue.isFinite   // numbers and booleans
+        default: return false
+        }
+    }
+}
