@@ -4,7 +4,9 @@
 #   1. throughput: N events queued for the bridge's persistent session while it is stopped, then
 #      drained (batched transactions): events/s committed, one instance and two ($share group);
 #   2. latency at 100 events/s: broker delivery to committed row, p50/p99 (the bridge's own figure);
-#   3. slow writes (a trigger sleeping BENCH_ROW_MS per event row): drained without a statement_timeout, then
+#   3. database load: statements per second the bridge sends, idle (8 devices online, every spot sensed: the
+#      sweep alone) and at 100 events/s, from pg_stat_statements, with the statements that cost most;
+#   4. slow writes (a trigger sleeping BENCH_ROW_MS per event row): drained without a statement_timeout, then
 #      under one (BENCH_TIMEOUT_MS) that a full batch exceeds: the cost of cutting the batches.
 #   BENCH_EVENTS=20000 deploy/dev/bridge-bench.sh
 set -euo pipefail
@@ -31,6 +33,7 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 pgport=$(free_port); mqport=$(free_port)
 "${as_pg[@]}" "$pgbin/initdb" -D "$work/data" -A trust -U postgres -N >/dev/null
 "${as_pg[@]}" "$pgbin/postgres" -D "$work/data" -p "$pgport" -k "$work" -c listen_addresses=127.0.0.1 \
+    -c shared_preload_libraries=pg_stat_statements \
     > "$work/postgres.log" 2>&1 &
 pids+=($!)
 printf 'listener %s 127.0.0.1\nallow_anonymous true\nmax_queued_messages 0\n' "$mqport" > "$work/mosquitto.conf"
@@ -133,6 +136,36 @@ for mode in one two; do
     echo "$mode instance(s):"
     for l in "${logs[@]}"; do grep "info applied" "$l" | tail -1 | sed 's/^/  /'; done
 done
+
+echo "== database load: statements/s the bridge sends (pg_stat_statements), idle and at 100 events/s"
+sql "CREATE EXTENSION IF NOT EXISTS pg_stat_statements; CREATE ROLE bench_load LOGIN SUPERUSER" >/dev/null
+load_db="postgresql://bench_load@127.0.0.1:$pgport/postgres"
+calls() { sql "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements WHERE userid = 'bench_load'::regrole"; }
+top() {
+    sql "SELECT calls || E'\t' || left(regexp_replace(query, '\s+', ' ', 'g'), 90) FROM pg_stat_statements
+         WHERE userid = 'bench_load'::regrole ORDER BY calls DESC LIMIT 6" | sed 's/^/    /'
+}
+start_bridge load - "$work/load.log" "$load_db"; pid=$started
+for d in 0 1 2 3 4 5 6 7; do   # every spot sensed, so the sweep's statements have the campus to look at
+    for spot in $(python3 -c "
+spots = [f'{l}-{z}-{n:02d}' for l, zones, per in (('P1','ABC',20),('P2','AB',24),('P3','AB',24)) for z in zones for n in range(1, per + 1)]
+print(' '.join(spots[$d::8]))"); do
+        mosquitto_pub -p "$mqport" -q 1 -r -t "parkwise/v1/bench/dev-$d/state/spot/$spot" \
+            -m '{"checked_in":false,"seq":1,"since":null,"state":"free"}'
+    done
+done
+until [ "$(sql "SELECT count(*) FROM sensor_spots")" -ge 156 ]; do sleep 0.1; done
+sleep 2
+sql "SELECT pg_stat_statements_reset()" >/dev/null; t0=$(now); sleep 30; n=$(calls); t1=$(now)
+python3 -c "print(f'idle: {$n / ($t1 - $t0):.2f} statements/s ({$n} in {$t1 - $t0:.0f} s; the sweep every reassert_every = 5 s)')"
+top
+first=$(( first + events / 8 + 1000 ))
+sql "SELECT pg_stat_statements_reset()" >/dev/null; t0=$(now)
+generate 2000 100 "$first" | publish
+n=$(calls); t1=$(now)
+python3 -c "print(f'100 events/s: {$n / ($t1 - $t0):.1f} statements/s ({$n} in {$t1 - $t0:.0f} s)')"
+top
+stop_bridge "$pid"
 
 row_ms=${BENCH_ROW_MS:-0.5}; timeout_ms=${BENCH_TIMEOUT_MS:-100}
 slow_events=$(( events / 4 ))
