@@ -83,6 +83,7 @@ struct EventStamper {
 
     func levelState(_ l: LevelSnapshot) -> LevelStatePayload {
         LevelStatePayload(capacity: l.capacity, occupied: l.occupied, source: l.source, spotsSensed: l.spotsSensed,
-                          spotsOccupied: l.spotsOccupied, spotsUnknown: l.spotsUnknown, laneCount: l.laneCount)
+                          spotsOccupied: l.spotsOccupied, spotsUnknown: l.spotsUnknown, laneCount: l.laneCount,
+                          unknown: l.unknown)
     }
 }

@@ -79,10 +79,10 @@ struct StatusSnapshot {
         }
         let levels = config.levels.indices.map { l in
             let level = garage.level(l)
-            return AgentStatus.Level(id: level.id, capacity: level.capacity, occupied: level.occupied,
-                                     free: level.occupied.map { max(level.capacity - $0, 0) }, source: level.source,
-                                     spotsSensed: level.spotsSensed, spotsOccupied: level.spotsOccupied,
-                                     spotsUnknown: level.spotsUnknown, laneCount: level.laneCount)
+            return AgentStatus.Level(id: level.id, capacity: level.capacity, occupied: level.occupied, free: level.free,
+                                     unknown: level.unknown, source: level.source, spotsSensed: level.spotsSensed,
+                                     spotsOccupied: level.spotsOccupied, spotsUnknown: level.spotsUnknown,
+                                     laneCount: level.laneCount)
         }
         let link = AgentStatus.Link(state: tracker.broker == nil ? "connecting" : "connected", broker: tracker.broker,
                                     connectedSince: tracker.connectedSince.map(stamper.wallTime),
