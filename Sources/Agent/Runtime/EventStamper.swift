@@ -38,7 +38,8 @@ struct EventStamper {
             p.level = level
             p.arrival = wallTime(arrived)
             p.departure = wallTime(event.at)
-            p.staySeconds = Double((event.at - arrived).milliseconds) / 1000
+            // departure - arrival as on the wire: real time, also at --speed (see AgentClock.wallNanoseconds).
+            p.staySeconds = Double(clock.realElapsed(from: arrived, to: event.at).milliseconds) / 1000
             arrival = arrived
         case .lanePassage(let lane, let from, let to):
             p.lane = lane

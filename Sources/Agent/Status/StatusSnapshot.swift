@@ -48,16 +48,21 @@ struct StatusSnapshot {
         return state.saveProblem.map { $0 + ": tried again, events still go out" }
     }
 
-    /// The outbox's oldest pending event's age in seconds (nil: none, or from before the machine's last boot).
+    /// The outbox's oldest pending event's age in seconds (nil: none, or from before the machine's last boot): real
+    /// time, as the wire's times are also at --speed.
     var oldestAgeSeconds: Double? {
         guard let oldest = session.oldestPending, oldest.kernelBoot == stamper.kernelBoot else { return nil }
-        return max(0, Double(stamper.clock.now().nanoseconds - oldest.atMonotonic) / 1e9)
+        let clock = stamper.clock
+        return max(0, Double(clock.realElapsed(from: MonotonicInstant(nanoseconds: oldest.atMonotonic), to: clock.now())
+            .nanosecondCount) / 1e9)
     }
 
 
     func build() -> AgentStatus {
         let now = stamper.clock.now()
-        let ago = { (instant: MonotonicInstant) in Double((now - instant).milliseconds) / 1000 }
+        // Real time, like the wall-clock times beside it (also at --speed).
+        let clock = stamper.clock
+        let ago = { (instant: MonotonicInstant) in Double(clock.realElapsed(from: instant, to: now).milliseconds) / 1000 }
         let inputs = config.inputs.enumerated().map { i, input in
             let state = garage.input(i)
             return AgentStatus.Input(input: input.ref.description, feeds: input.owner, raw: state.raw, filtered: state.filtered,
