@@ -159,11 +159,17 @@ public struct SpotStatePayload: Codable, Sendable, Hashable {
 /// Retained on `.../state/level/<id>`. Unknown numbers are `null`, never 0.
 public struct LevelStatePayload: Codable, Sendable, Hashable {
     public var capacity: Int
-    /// Best known vehicle count; null while unknown.
+    /// Vehicles known to be on the level; null while unknown. A lower bound while `unknown` > 0.
     public var occupied: Int?
+    /// Spaces known to be free (capacity - occupied - unknown); null when occupied is. A lower bound while
+    /// `unknown` > 0.
     public var free: Int?
-    /// `spots` (every space sensed), `lanes` (counted at the lanes) or `unknown`.
+    /// `spots` (every space has a sensor; counted from them), `lanes` (counted at the lanes) or `unknown`.
     public var source: String
+    /// Spaces whose state nobody knows now: `spots_unknown` for `spots`, 0 for `lanes`, `capacity` for `unknown`.
+    /// So occupied + free + unknown = capacity, null taken as 0. Added within v1: a payload of an agent before it
+    /// has none, and decodes with the value it would have sent (its `spots` levels had no unknown spot).
+    public var unknown: Int
     /// From spot sensors: how many spaces have one, how many are occupied, how many report unknown.
     public var spotsSensed: Int
     public var spotsOccupied: Int
@@ -171,21 +177,47 @@ public struct LevelStatePayload: Codable, Sendable, Hashable {
     /// From lane passages; null until calibrated.
     public var laneCount: Int?
 
+    /// `unknown` nil: the value the source implies (`LevelStatePayload.unknown(source:capacity:spotsUnknown:)`).
     public init(capacity: Int, occupied: Int?, source: String, spotsSensed: Int, spotsOccupied: Int, spotsUnknown: Int,
-                laneCount: Int?) {
+                laneCount: Int?, unknown: Int? = nil) {
+        let unknown = unknown ?? LevelStatePayload.unknown(source: source, capacity: capacity, spotsUnknown: spotsUnknown)
         self.capacity = capacity
         self.occupied = occupied
-        self.free = occupied.map { max(capacity - $0, 0) }
+        self.free = occupied.map { max(capacity - $0 - unknown, 0) }
         self.source = source
+        self.unknown = unknown
         self.spotsSensed = spotsSensed
         self.spotsOccupied = spotsOccupied
         self.spotsUnknown = spotsUnknown
         self.laneCount = laneCount
     }
 
+    /// The spaces nobody knows of a level reported from `source`.
+    public static func unknown(source: String, capacity: Int, spotsUnknown: Int) -> Int {
+        switch source {
+        case "spots": return spotsUnknown
+        case "lanes": return 0
+        default: return capacity
+        }
+    }
+
     enum CodingKeys: String, CodingKey {
-        case capacity, occupied, free, source, spotsSensed = "spots_sensed", spotsOccupied = "spots_occupied"
+        case capacity, occupied, free, source, unknown, spotsSensed = "spots_sensed", spotsOccupied = "spots_occupied"
         case spotsUnknown = "spots_unknown", laneCount = "lane_count"
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        capacity = try c.decode(Int.self, forKey: .capacity)
+        occupied = try c.decodeIfPresent(Int.self, forKey: .occupied)
+        free = try c.decodeIfPresent(Int.self, forKey: .free)
+        source = try c.decode(String.self, forKey: .source)
+        spotsSensed = try c.decode(Int.self, forKey: .spotsSensed)
+        spotsOccupied = try c.decode(Int.self, forKey: .spotsOccupied)
+        spotsUnknown = try c.decode(Int.self, forKey: .spotsUnknown)
+        laneCount = try c.decodeIfPresent(Int.self, forKey: .laneCount)
+        unknown = try c.decodeIfPresent(Int.self, forKey: .unknown)
+            ?? LevelStatePayload.unknown(source: source, capacity: capacity, spotsUnknown: spotsUnknown)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -198,6 +230,7 @@ public struct LevelStatePayload: Codable, Sendable, Hashable {
         try c.encode(spotsOccupied, forKey: .spotsOccupied)
         try c.encode(spotsUnknown, forKey: .spotsUnknown)
         try c.encode(laneCount, forKey: .laneCount)
+        try c.encode(unknown, forKey: .unknown)
     }
 }
 

@@ -55,6 +55,7 @@ extension LevelStatePayload: WireWritable {
         w.integer("spots_occupied", spotsOccupied)
         w.integer("spots_sensed", spotsSensed)
         w.integer("spots_unknown", spotsUnknown)
+        w.integer("unknown", unknown)
         w.close()
     }
 }

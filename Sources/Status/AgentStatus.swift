@@ -116,6 +116,8 @@ public struct AgentStatus: Codable, Sendable, Equatable {
         public var capacity: Int
         public var occupied: Int?
         public var free: Int?
+        /// Spaces whose state nobody knows (as on the wire): `free` and `occupied` are lower bounds while it is > 0.
+        public var unknown: Int
         /// `spots`, `lanes` or `unknown`.
         public var source: String
         public var spotsSensed: Int
@@ -123,12 +125,13 @@ public struct AgentStatus: Codable, Sendable, Equatable {
         public var spotsUnknown: Int
         public var laneCount: Int?
 
-        public init(id: String, capacity: Int, occupied: Int?, free: Int?, source: String, spotsSensed: Int,
+        public init(id: String, capacity: Int, occupied: Int?, free: Int?, unknown: Int, source: String, spotsSensed: Int,
                     spotsOccupied: Int, spotsUnknown: Int, laneCount: Int?) {
             self.id = id
             self.capacity = capacity
             self.occupied = occupied
             self.free = free
+            self.unknown = unknown
             self.source = source
             self.spotsSensed = spotsSensed
             self.spotsOccupied = spotsOccupied
@@ -248,7 +251,7 @@ extension AgentStatus.OutboxStatus {
 
 extension AgentStatus.Level {
     enum CodingKeys: String, CodingKey {
-        case id, capacity, occupied, free, source, spotsSensed = "spots_sensed", spotsOccupied = "spots_occupied"
+        case id, capacity, occupied, free, unknown, source, spotsSensed = "spots_sensed", spotsOccupied = "spots_occupied"
         case spotsUnknown = "spots_unknown", laneCount = "lane_count"
     }
 }

@@ -21,7 +21,7 @@ public enum StatusText {
         out.append("levels     capacity  occupied  free  unknown  source   lane count")
         for l in s.levels {
             out.append("  " + StatusWords.padded(l.id, 9) + cell(l.capacity, 10) + cell(l.occupied, 10) + cell(l.free, 6)
-                       + cell(l.spotsUnknown, 9) + StatusWords.padded(l.source, 9) + (l.laneCount.map(String.init) ?? "-"))
+                       + cell(l.unknown, 9) + StatusWords.padded(l.source, 9) + (l.laneCount.map(String.init) ?? "-"))
         }
         if !s.lanes.isEmpty {
             out.append("")

@@ -43,7 +43,7 @@ public enum WatchFrame {
             line.add("  occupied ")
             line.add(level.occupied.map(String.init) ?? "?", .red)
             line.add("  unknown ")
-            line.add("\(level.spotsUnknown)", level.spotsUnknown > 0 ? .yellow : nil)
+            line.add("\(level.unknown)", level.unknown > 0 ? .yellow : nil)
             line.add("  of \(level.capacity)  (\(level.source)")
             line.add(level.laneCount.map { ", lanes count \($0))" } ?? ")")
             add(line, 1)

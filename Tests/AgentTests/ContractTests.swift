@@ -1,3 +1,4 @@
+import AgentStatus
 import Foundation
 import TestSupport
 import ParkWiseContract
@@ -265,6 +266,9 @@ let contractTrace = """
             ("event", first("lane.aborted"), { $0["type"] = "lane.vanished" }),
             ("level-state", level, { $0["occupied"] = 0 }),
             ("level-state", level, { $0["lane_count"] = nil }),
+            ("level-state", level, { $0["unknown"] = nil }),
+            ("level-state", level, { $0["unknown"] = -1 }),
+            ("level-state", level, { $0["source"] = "lanes"; $0["occupied"] = 3; $0["free"] = 44; $0["unknown"] = 1 }),
             ("spot-state", spot, { $0["state"] = "maybe" }),
             ("status", online, { $0["version"] = nil }),
             ("status", online, { $0["mode"] = "live" }),
@@ -294,16 +298,23 @@ let contractTrace = """
         let wrongQoS = live.filter { $0.qos != ($0.topic.contains("/state/") ? 0 : 1) }
         #expect(wrongQoS.isEmpty, "\(wrongQoS.map { "\($0.topic) at QoS \($0.qos)" })")
 
-        // What a schema cannot say: seq +1 per event across both boots, unique ids, free = capacity - occupied.
+        // What a schema cannot say: seq +1 per event across both boots, unique ids, free = capacity - occupied - unknown,
+        // unknown as the source says.
         let seqs = events.compactMap { $0.json["seq"] as? Int }
         #expect(seqs == Array(1...max(seqs.count, 1)), "\(seqs)")
         #expect(Set(events.compactMap { $0.json["id"] as? String }).count == events.count)
         for state in live + retained where state.topic.contains("/state/level/") {
             let j = state.json
+            let unknown = j["unknown"] as? Int
             if let capacity = j["capacity"] as? Int, let occupied = j["occupied"] as? Int {
-                #expect(j["free"] as? Int == capacity - occupied, "\(state.payload)")
+                #expect(j["free"] as? Int == capacity - occupied - (unknown ?? -1), "\(state.payload)")
             } else {
                 #expect(j["free"] is NSNull, "\(state.payload)")
+            }
+            switch j["source"] as? String {
+            case "spots": #expect(unknown != nil && unknown == j["spots_unknown"] as? Int, "\(state.payload)")
+            case "lanes": #expect(unknown == 0, "\(state.payload)")
+            default: #expect(unknown != nil && unknown == j["capacity"] as? Int, "\(state.payload)")
             }
         }
         let spotStates = Set((live + retained).filter { $0.topic.contains("/state/spot/") }.compactMap { $0.json["state"] as? String })
@@ -387,5 +398,74 @@ let contractTrace = """
         let logged = streaks()
         #expect(logged.starts == logged.ended.count && (declared <= 1 || logged.starts < declared), "one line per streak, not per event: \(logged)")
         #expect(logged.ended.reduce(0, +) == declared, "\(logged), declared \(declared)")
+    }
+
+    /// A level every space of which has a sensor is reported from its spots, also with one of them faulted and a lane
+    /// count that says otherwise (here a calibration to 3 with one car parked; in the field one left from an earlier
+    /// run): 1 occupied, 1 free, 1 unknown, never the lane count's 3. The retained state follows the schema, and the
+    /// monitor, `status` and the `--watch` frame show the unknown space.
+    @Test func aFullySensedLevelWithAFaultedSpotIsReportedFromItsSpotsWithTheUnknownOne() throws {
+        let dir = temporaryDirectory()
+        let broker = try Broker()
+        let subscriber = try Subscriber(broker)
+        try subscriber.listen()
+        let monitor = try Child(agentBinary, ["monitor", "--broker", broker.url])
+        let config = dir.appendingPathComponent("agent.yaml").path
+        try """
+        site: testsite
+        device: levels-dev
+        board: simulated
+        levels:
+          - { id: P1, capacity: 3 }
+        lanes:
+          - { id: P1-gate, from: outside, to: P1, loops: { a: GPIO17, b: GPIO27 } }
+        spots:
+          - { id: P1-A-01, input: GPIO22, delayed_on: 300ms, delayed_off: 300ms }
+          - { id: P1-A-02, input: GPIO23, delayed_on: 300ms, delayed_off: 300ms, chatter_limit: 3, recover_after: 1h }
+          - { id: P1-A-03, input: GPIO24, delayed_on: 300ms, delayed_off: 300ms }
+        """.write(toFile: config, atomically: true, encoding: .utf8)
+        // P1-A-01 parks; P1-A-02 chatters (5 changes in under a second) and stays faulted.
+        let trace = """
+        {"parkwise_trace": 1}
+        {"t_ms": 100, "input": "GPIO22", "value": 1}
+        {"t_ms": 200, "input": "GPIO23", "value": 1}
+        {"t_ms": 300, "input": "GPIO23", "value": 0}
+        {"t_ms": 400, "input": "GPIO23", "value": 1}
+        {"t_ms": 500, "input": "GPIO23", "value": 0}
+        {"t_ms": 600, "input": "GPIO23", "value": 1}
+        """
+        let agent = try RunningAgent(dir, ["--config", config, "--replay", try writeTrace(dir, trace)], broker: broker)
+        let levelPrefix = "parkwise/v1/testsite/levels-dev"
+        #expect(eventually(10) {
+            let types = subscriber.events().compactMap { $0["type"] as? String }
+            return types.contains("spot.occupied") && types.contains("sensor.fault")
+        }, "\(agent.child.stderr)")
+        try publish(broker, levelPrefix + "/cmd/calibrate", #"{"level": "P1", "count": 3, "id": "stale"}"#)
+        func level() -> Received? { try? retainedMessages(broker, levelPrefix + "/state/level/P1").first }
+        #expect(eventually(10) { level()?.json["lane_count"] as? Int == 3 }, "\(level()?.payload ?? "no level state")")
+
+        let state = try #require(level())
+        #expect(state.json["source"] as? String == "spots", "\(state.payload)")
+        #expect(state.json["occupied"] as? Int == 1 && state.json["free"] as? Int == 1, "\(state.payload)")
+        #expect(state.json["unknown"] as? Int == 1 && state.json["spots_unknown"] as? Int == 1, "\(state.payload)")
+        let checks = [SchemaCheck.Item(schema: "level-state", label: "retained", payload: state.payload),
+                      SchemaCheck.Item(schema: "level-state", label: "broken: no unknown",
+                                       payload: SchemaCheck.mutated(state) { $0["unknown"] = nil })]
+        let results = try SchemaCheck.validate(checks)
+        #expect(results.first == [], "\(results)")
+        #expect(results.last?.isEmpty == false, "\(results)")
+
+        #expect(eventually(10) { monitor.stdout.contains("levels levels-dev: P1 1/3 (1 unknown)") }, "\(monitor.stdout)")
+        let status = try agent.status()
+        let p1 = try #require(status.levels.first)
+        #expect(p1.source == "spots" && p1.occupied == 1 && p1.free == 1 && p1.unknown == 1, "\(p1)")
+        let text = try runAgent(["status", "--socket", agent.socket])
+        #expect(text.out.contains("  P1       3         1         1     1        spots    3"), "\(text.out)")
+        let frame = WatchFrame.render(status, width: 80, height: 24, colour: false)
+        #expect(frame.contains { $0.hasPrefix("P1   free 1  occupied 1  unknown 1  of 3  (spots, lanes count 3)") }, "\(frame)")
+        agent.stop()
+        monitor.signal(SIGTERM)
+        #expect(monitor.wait(10) == 0)
+        subscriber.stop()
     }
 }

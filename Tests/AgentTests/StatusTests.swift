@@ -112,6 +112,7 @@ func rawChanges(_ trace: String) -> [String: Int] {
             let published = try #require(retained.first { $0.topic == prefix + "/state/level/" + level.id }?.json)
             #expect(published["occupied"] as? Int == level.occupied && published["lane_count"] as? Int == level.laneCount)
             #expect(published["source"] as? String == level.source && published["spots_unknown"] as? Int == level.spotsUnknown)
+            #expect(published["free"] as? Int == level.free && published["unknown"] as? Int == level.unknown)
         }
         agent.stop()
         #expect(!FileManager.default.fileExists(atPath: agent.socket), "a clean stop removes the socket")

@@ -38,6 +38,7 @@ import Testing
             level.spotsOccupied = random.integer()
             level.spotsUnknown = random.integer()
             level.laneCount = random.maybe(false) { $0.integer() }
+            level.unknown = random.integer()
             expectSameBytes(level, round: round)
         }
     }
@@ -61,6 +62,7 @@ import Testing
             level.capacity = value
             level.occupied = value
             level.free = value
+            level.unknown = value
             expectSameBytes(level, round: 0)
         }
         for value in [UInt64.max, 0, 1, 9, 10, 10_000_000_000_000_000_000] {

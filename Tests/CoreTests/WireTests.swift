@@ -30,6 +30,6 @@ import Testing
         let payload = LevelStatePayload(capacity: 48, occupied: nil, source: "unknown", spotsSensed: 0, spotsOccupied: 0,
                                         spotsUnknown: 0, laneCount: nil)
         let json = String(decoding: WireJSON.encode(payload), as: UTF8.self)
-        #expect(json == #"{"capacity":48,"free":null,"lane_count":null,"occupied":null,"source":"unknown","spots_occupied":0,"spots_sensed":0,"spots_unknown":0}"#)
+        #expect(json == #"{"capacity":48,"free":null,"lane_count":null,"occupied":null,"source":"unknown","spots_occupied":0,"spots_sensed":0,"spots_unknown":0,"unknown":48}"#)
     }
 }

@@ -76,13 +76,15 @@ struct MonitorView {
         return lines
     }
 
-    /// `levels DEVICE: P1 12/60  P2 ?/48`, when it differs from the device's last one.
+    /// `levels DEVICE: P1 12/60  P2 ?/48`, when it differs from the device's last one; a level counted with spaces
+    /// nobody knows says how many (`P1 2/60 (1 unknown)`: 2 known occupied, 57 known free).
     private func levelLine(_ entry: inout Device) -> String? {
         guard !entry.levels.isEmpty else { return nil }
         let mark = entry.state == "offline" ? " (offline, last known)" : ""
         let line = "levels \(entry.label)\(mark): " + entry.levels.keys.sorted().map { id in
             let s = entry.levels[id]!
-            return "\(id) \(s.occupied.map(String.init) ?? "?")/\(s.capacity)"
+            let unknown = s.occupied != nil && s.unknown > 0 ? " (\(s.unknown) unknown)" : ""
+            return "\(id) \(s.occupied.map(String.init) ?? "?")/\(s.capacity)\(unknown)"
         }.joined(separator: "  ")
         guard line != entry.lastLevelLine else { return nil }
         entry.lastLevelLine = line

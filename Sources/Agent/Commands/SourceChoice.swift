@@ -9,7 +9,10 @@ enum SourceChoice {
     static let options: [CommandSpec.Option] = [
         .init(name: "simulate", value: nil, help: "Drive the inputs from the traffic simulator."),
         .init(name: "replay", value: "trace", help: "Drive the inputs from a trace (JSON lines); no GPIO is opened."),
-        .init(name: "speed", value: "factor", help: "Run simulated or replayed time this many times faster, 0.01 to 10000 (default 1)."),
+        .init(name: "speed", value: "factor",
+              help: "Run simulated or replayed time this many times faster, 0.01 to 10000 (default 1). Event times are "
+                  + "the real moments things were played, never ahead of the clock: at 60, a simulated hour is a minute "
+                  + "apart on the wire (stay_s too)."),
         .init(name: "seed", value: "n", help: "Seed of the traffic simulator (default 1)."),
         .init(name: "sim-start", value: "hh:mm", help: "Local time of day the simulation starts at (default 06:30)."),
     ]

@@ -3,18 +3,17 @@ import Glibc
 import ParkWiseCore
 
 /// The agent's time: the monotonic instants the core runs on, and the wall-clock time of each.
-/// In simulation and replay it runs `speed` times faster than real time.
+/// In simulation and replay it runs `speed` times faster than real time; an instant's wall-clock time is then the real
+/// moment it was played (see `wallNanoseconds(at:offset:)`).
 struct AgentClock: Sendable {
     let speed: Double
     private let realOrigin: Int64
-    private let wallOrigin: Int64
     /// The core's instant at start.
     let origin: MonotonicInstant
 
     init(speed: Double = 1) {
         self.speed = speed
         realOrigin = AgentClock.read(CLOCK_MONOTONIC)
-        wallOrigin = AgentClock.read(CLOCK_REALTIME)
         origin = MonotonicInstant(nanoseconds: realOrigin)
     }
 
@@ -29,20 +28,32 @@ struct AgentClock: Sendable {
 
     /// When (CLOCK_MONOTONIC nanoseconds) the clock shows `instant`: what to sleep until, no clock read.
     func real(at instant: MonotonicInstant) -> Int64 {
-        realOrigin + Int64(Double(instant.nanoseconds - realOrigin) / speed)
+        guard isScaled else { return instant.nanoseconds }
+        return realOrigin + Int64(Double(instant.nanoseconds - realOrigin) / speed)
     }
 
-    /// Wall-clock nanoseconds since 1970 at a core instant. On a real clock the offset is read now (or was read
-    /// for the batch at hand, `offset`), so a clock NTP has just set is used for every event not yet sent.
+    /// Wall-clock nanoseconds since 1970 at a core instant: the wall clock at the real moment the clock showed it,
+    /// with the offset read now (or read for the batch at hand, `offset`), so a clock NTP has just set is used for
+    /// every event not yet sent.
+    ///
+    /// At `--speed` S the instant is the real moment it was played, not the simulated start plus simulated time
+    /// (which at S > 1 ran ahead of the wall clock: an event stamped in the future, a release before its check-in in
+    /// a backend's database). An event is stamped after its instant, so no time stamped lies after the wall clock's
+    /// now, and later instants keep later times. The price: durations between wire times are real ones, S times
+    /// shorter than the simulated durations (a 2-hour simulated stay at --speed 60 is 2 minutes apart; `stay_s`
+    /// says the same, see `realElapsed`).
     func wallNanoseconds(at instant: MonotonicInstant, offset: Int64? = nil) -> Int64 {
-        if isScaled { return wallOrigin + (instant.nanoseconds - realOrigin) }
-        return instant.nanoseconds + (offset ?? AgentClock.wallOffset())
+        real(at: instant) + (offset ?? AgentClock.wallOffset())
     }
 
-    /// The wall clock's offset from the monotonic one now, for a whole batch of events stamped together (nil on a
-    /// scaled clock, which needs none).
-    func wallOffsetNow() -> Int64? {
-        isScaled ? nil : AgentClock.wallOffset()
+    /// Real time between two instants: what their wall-clock times are apart (at speed 1 the instants' own distance).
+    func realElapsed(from start: MonotonicInstant, to end: MonotonicInstant) -> Duration {
+        .nanoseconds(real(at: end) - real(at: start))
+    }
+
+    /// The wall clock's offset from the monotonic one now, for a whole batch of events stamped together.
+    func wallOffsetNow() -> Int64 {
+        AgentClock.wallOffset()
     }
 
     /// CLOCK_REALTIME minus CLOCK_MONOTONIC, from their coarse versions: both are the kernel's time at the last tick,

@@ -38,7 +38,8 @@ struct EventStamper {
             p.level = level
             p.arrival = wallTime(arrived)
             p.departure = wallTime(event.at)
-            p.staySeconds = Double((event.at - arrived).milliseconds) / 1000
+            // departure - arrival as on the wire: real time, also at --speed (see AgentClock.wallNanoseconds).
+            p.staySeconds = Double(clock.realElapsed(from: arrived, to: event.at).milliseconds) / 1000
             arrival = arrived
         case .lanePassage(let lane, let from, let to):
             p.lane = lane
@@ -83,6 +84,7 @@ struct EventStamper {
 
     func levelState(_ l: LevelSnapshot) -> LevelStatePayload {
         LevelStatePayload(capacity: l.capacity, occupied: l.occupied, source: l.source, spotsSensed: l.spotsSensed,
-                          spotsOccupied: l.spotsOccupied, spotsUnknown: l.spotsUnknown, laneCount: l.laneCount)
+                          spotsOccupied: l.spotsOccupied, spotsUnknown: l.spotsUnknown, laneCount: l.laneCount,
+                          unknown: l.unknown)
     }
 }

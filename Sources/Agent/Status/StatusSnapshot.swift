@@ -48,16 +48,21 @@ struct StatusSnapshot {
         return state.saveProblem.map { $0 + ": tried again, events still go out" }
     }
 
-    /// The outbox's oldest pending event's age in seconds (nil: none, or from before the machine's last boot).
+    /// The outbox's oldest pending event's age in seconds (nil: none, or from before the machine's last boot): real
+    /// time, as the wire's times are also at --speed.
     var oldestAgeSeconds: Double? {
         guard let oldest = session.oldestPending, oldest.kernelBoot == stamper.kernelBoot else { return nil }
-        return max(0, Double(stamper.clock.now().nanoseconds - oldest.atMonotonic) / 1e9)
+        let clock = stamper.clock
+        return max(0, Double(clock.realElapsed(from: MonotonicInstant(nanoseconds: oldest.atMonotonic), to: clock.now())
+            .nanosecondCount) / 1e9)
     }
 
 
     func build() -> AgentStatus {
         let now = stamper.clock.now()
-        let ago = { (instant: MonotonicInstant) in Double((now - instant).milliseconds) / 1000 }
+        // Real time, like the wall-clock times beside it (also at --speed).
+        let clock = stamper.clock
+        let ago = { (instant: MonotonicInstant) in Double(clock.realElapsed(from: instant, to: now).milliseconds) / 1000 }
         let inputs = config.inputs.enumerated().map { i, input in
             let state = garage.input(i)
             return AgentStatus.Input(input: input.ref.description, feeds: input.owner, raw: state.raw, filtered: state.filtered,
@@ -79,10 +84,10 @@ struct StatusSnapshot {
         }
         let levels = config.levels.indices.map { l in
             let level = garage.level(l)
-            return AgentStatus.Level(id: level.id, capacity: level.capacity, occupied: level.occupied,
-                                     free: level.occupied.map { max(level.capacity - $0, 0) }, source: level.source,
-                                     spotsSensed: level.spotsSensed, spotsOccupied: level.spotsOccupied,
-                                     spotsUnknown: level.spotsUnknown, laneCount: level.laneCount)
+            return AgentStatus.Level(id: level.id, capacity: level.capacity, occupied: level.occupied, free: level.free,
+                                     unknown: level.unknown, source: level.source, spotsSensed: level.spotsSensed,
+                                     spotsOccupied: level.spotsOccupied, spotsUnknown: level.spotsUnknown,
+                                     laneCount: level.laneCount)
         }
         let link = AgentStatus.Link(state: tracker.broker == nil ? "connecting" : "connected", broker: tracker.broker,
                                     connectedSince: tracker.connectedSince.map(stamper.wallTime),

@@ -309,15 +309,37 @@ public struct LevelSnapshot: Sendable, Hashable {
     public var spotsOccupied: Int
     public var spotsUnknown: Int
 
-    /// The best known number of vehicles: exact from spot sensors when every space has one and all
-    /// report, otherwise the lane count, otherwise unknown.
-    public var occupied: Int? {
-        if spotsSensed == capacity && spotsUnknown == 0 { return spotsOccupied }
-        return laneCount
-    }
+    /// Every space has a spot sensor: the level is reported from its spots, never from a lane count they would
+    /// contradict (one left from an earlier run, one that drifted).
+    public var everySpaceSensed: Bool { spotsSensed == capacity }
 
+    /// `spots` (every space has a sensor, and at least one of them reports), `lanes` (a calibrated lane count, for
+    /// a level not every space of which has a sensor) or `unknown`.
     public var source: String {
-        if spotsSensed == capacity && spotsUnknown == 0 { return "spots" }
+        if everySpaceSensed { return spotsUnknown < capacity ? "spots" : "unknown" }
         return laneCount == nil ? "unknown" : "lanes"
     }
+
+    /// Vehicles known to be on the level; nil while unknown. From spots it counts the occupied ones: with `unknown`
+    /// spaces it is a lower bound (the real count lies in occupied...occupied + unknown).
+    public var occupied: Int? {
+        switch source {
+        case "spots": return spotsOccupied
+        case "lanes": return laneCount
+        default: return nil
+        }
+    }
+
+    /// Spaces whose state nobody knows now: from spots, the unknown ones; from lanes none (the count covers the
+    /// level); every space while the source is unknown. So occupied + free + unknown = capacity (null as 0).
+    public var unknown: Int {
+        switch source {
+        case "spots": return spotsUnknown
+        case "lanes": return 0
+        default: return capacity
+        }
+    }
+
+    /// Spaces known to be free; nil while the source is unknown. A lower bound while `unknown` > 0.
+    public var free: Int? { occupied.map { max(capacity - $0 - unknown, 0) } }
 }
