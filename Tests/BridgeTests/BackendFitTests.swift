@@ -279,3 +279,38 @@ func backendAcceptsTelemetry(name: String, properties: String) -> Bool {
         }
     }
 }
+
+/// The campus agent (the real one, replaying a trace) with one faulted spot on P1 (60 spots, every space sensed):
+/// the level's state says 2 occupied, 57 free, 1 unknown from its spots (never a lane count), and the apps count
+/// it the same way.
+@Suite struct FaultedLevelTests {
+    @Test func oneFaultedSpotOfSixtyLeavesTheLevelFiftySevenFreeWithOneUnknown() throws {
+        let fixture = try BridgeFixture()
+        try fixture.startBridge()
+        let config = fixture.dir.appendingPathComponent("campus.yaml").path
+        let campus = try String(contentsOfFile: packageRoot + "/hardware/examples/campus.yaml", encoding: .utf8)
+        try campus.replacingOccurrences(of: #"{ id: P1-A-03, input: "1-0020:GPA2" }"#,
+                                        with: #"{ id: P1-A-03, input: "1-0020:GPA2", chatter_limit: 3, recover_after: 1h }"#)
+            .write(toFile: config, atomically: true, encoding: .utf8)
+        let trace = fixture.dir.appendingPathComponent("trace.jsonl").path
+        try """
+        {"parkwise_trace": 1}
+        {"t_ms": 100, "input": "1-0020:GPA0", "value": 1}
+        {"t_ms": 100, "input": "1-0020:GPA1", "value": 1}
+        {"t_ms": 200, "input": "1-0020:GPA2", "value": 1}
+        {"t_ms": 300, "input": "1-0020:GPA2", "value": 0}
+        {"t_ms": 400, "input": "1-0020:GPA2", "value": 1}
+        {"t_ms": 500, "input": "1-0020:GPA2", "value": 0}
+        {"t_ms": 600, "input": "1-0020:GPA2", "value": 1}
+        """.write(toFile: trace, atomically: true, encoding: .utf8)
+        let agent = try Child(agentBinary, ["run", "--config", config, "--replay", trace, "--broker", fixture.broker.url,
+                                            "--outbox", fixture.dir.path + "/outbox"])
+        defer { agent.signal(SIGTERM); _ = agent.wait(10) }
+        // A lane count left from an earlier run must not take over the level.
+        try publish(fixture.broker, "parkwise/v1/uniandes/campus-main/cmd/calibrate", #"{"level": "P1", "count": 57}"#)
+        #expect(fixture.waitFor("SELECT capacity || ' ' || occupied || ' ' || unknown || ' ' || source FROM sensor_levels "
+                                + "WHERE level_code = 'P1'", "60 2 1 spots", seconds: 30), "\(agent.stderr)")
+        #expect(fixture.waitFor("SELECT total || ' ' || free || ' ' || occupied FROM api_levels() WHERE code = 'P1'", "59 57 2"))
+        #expect(fixture.spot("P1-A-03") == "disabled/sensor")
+    }
+}

@@ -122,6 +122,7 @@ final class BridgeFixture {
     func backToSchemaVersion2() throws {
         try cluster.sql("""
             DROP TABLE sensor_arrivals, sensor_device_outages, sensor_no_shows; ALTER TABLE sensor_devices DROP COLUMN storage_fault;
+            ALTER TABLE sensor_levels DROP COLUMN unknown;
             DELETE FROM sensor_schema_migrations WHERE version IN (3, 4)
             """, database: database)
     }

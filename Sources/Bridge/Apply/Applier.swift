@@ -381,7 +381,7 @@ final class Applier {
         try db.query(SQL.levels, [textArray(entries.map(\.0.site)), textArray(entries.map(\.0.device)),
                                   textArray(entries.map(\.1)), textArray(entries.map { String($0.2.capacity) }),
                                   optionalArray(entries.map { $0.2.occupied.map(String.init) }),
-                                  textArray(entries.map(\.2.source))])
+                                  textArray(entries.map(\.2.source)), textArray(entries.map { String($0.2.unknown) })])
     }
 
     /// A sensed arrival, matched to the reservation that holds the spot (if any) and recorded once (`SQL.arrived`).

@@ -389,10 +389,11 @@ enum SQL {
     // MARK: Levels and snapshots
 
     static let levels = """
-        INSERT INTO sensor_levels AS l (site, device, level_code, capacity, occupied, source)
-        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::int[], $6::text[]) ORDER BY 1, 2, 3
+        INSERT INTO sensor_levels AS l (site, device, level_code, capacity, occupied, source, unknown)
+        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::int[], $6::text[], $7::int[]) ORDER BY 1, 2, 3
         ON CONFLICT (site, device, level_code) DO UPDATE SET
-          capacity = EXCLUDED.capacity, occupied = EXCLUDED.occupied, source = EXCLUDED.source, updated_at = now()
+          capacity = EXCLUDED.capacity, occupied = EXCLUDED.occupied, source = EXCLUDED.source, unknown = EXCLUDED.unknown,
+          updated_at = now()
         """
 
     /// One row per level per slot ($1 seconds, the slot chosen and written on the database's clock), like the

@@ -114,6 +114,8 @@ enum Migrations {
               began timestamptz NOT NULL, stale_at timestamptz, ended timestamptz)
             """,
             "CREATE UNIQUE INDEX sensor_device_outages_open ON sensor_device_outages (site, device) WHERE ended IS NULL",
+            // A level state's spaces nobody knows now (a fully sensed level with faulted spots: its counts are bounds).
+            "ALTER TABLE sensor_levels ADD COLUMN unknown int NOT NULL DEFAULT 0",
             // Reservations checked in from the app whose car the sensor never saw, released by the no-show rule.
             """
             CREATE TABLE sensor_no_shows (
