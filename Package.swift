@@ -32,8 +32,10 @@ let libgpiodMajor: Int = {
 }()
 
 // Module flow (see README "Layout"):
-//   board / simulation / replay  ->  Core (pure garage model)  ->  Uplink (outbox + MQTT)  ->  broker
-//   ConfigFile (YAML) feeds Core's config reader; Contract is the wire format shared with monitor and bridge.
+//   board (GPIO) / simulation / replay  ->  Core (filters, garage: pure)  ->  AgentKit (stamper, device state, event loop)
+//   ->  Uplink (outbox, sequence ledger, MQTT)  ->  broker  ->  parkwise-bridge  ->  PostgreSQL
+//   ConfigFile (YAML) feeds Core's config reader; Contract is the wire format shared with monitor and bridge;
+//   SystemIO (files, fsync) and ServiceSetup (the host's unit, user, credentials, certificates) sit underneath.
 let package = Package(
     name: "parkwise-agent",
     platforms: [.macOS(.v15)],
@@ -58,32 +60,37 @@ let package = Package(
         .target(name: "ParkWiseCore", path: "Sources/Core"),
         // The wire contract: topic names and payloads, shared by agent, monitor and backend bridge.
         .target(name: "ParkWiseContract", path: "Sources/Contract"),
+        // The system-I/O layer at the bottom: whole files read and replaced durably (fsync), their failures.
+        .target(name: "SystemIO", path: "Sources/SystemIO"),
         // One-line key=value logs to stderr.
         .target(name: "ParkWiseLog", path: "Sources/Log"),
         // YAML file -> ConfigNode tree (libyaml), handed to the core's config reader.
-        .target(name: "ConfigFile", dependencies: ["ParkWiseCore", "ParkWiseLog", "CYAML"], path: "Sources/ConfigFile"),
+        .target(name: "ConfigFile", dependencies: ["ParkWiseCore", "ParkWiseLog", "SystemIO", "CYAML"], path: "Sources/ConfigFile"),
         // Kernel GPIO through libgpiod (1.6 or 2.x, see libgpiodMajor above).
-        .target(name: "GPIO", dependencies: ["ParkWiseCore", "ParkWiseLog", "CGPIOD"], path: "Sources/GPIO",
+        .target(name: "GPIO", dependencies: ["ParkWiseCore", "ParkWiseLog", "SystemIO", "CGPIOD"], path: "Sources/GPIO",
                 swiftSettings: libgpiodMajor == 2 ? [.define("LIBGPIOD2")] : []),
         // Traffic simulator and trace replay: line changes without a board.
         .target(name: "Simulation", dependencies: ["ParkWiseCore"], path: "Sources/Simulation"),
+        // The host's service setup: the systemd unit's sandbox and user, broker credentials, TLS certificates.
+        .target(name: "ServiceSetup", dependencies: ["ParkWiseContract", "ParkWiseLog", "SystemIO"], path: "Sources/ServiceSetup"),
         // Outbox and MQTT session (libmosquitto).
-        .target(name: "Uplink", dependencies: ["ParkWiseContract", "ParkWiseLog", "CMosquitto"], path: "Sources/Uplink"),
+        .target(name: "Uplink", dependencies: ["ParkWiseContract", "ParkWiseLog", "SystemIO", "ServiceSetup", "CMosquitto"], path: "Sources/Uplink"),
         // PostgreSQL through libpq: one owner per handle, parameterized statements only.
         .target(name: "Postgres", dependencies: ["CPostgres"], path: "Sources/Postgres"),
         // Command-line conventions shared by the agent and the bridge: specs, help, exit codes, signals.
         .target(name: "ParkWiseCLI", dependencies: ["ParkWiseCore", "ParkWiseLog"], path: "Sources/CLI"),
-        // The running agent's status: the model its local socket, `status`, `doctor` and `cmd/diag` share,
-        // the socket's client, and the status views (text, the --watch frame).
-        .target(name: "AgentStatus", path: "Sources/Status"),
-        // Composition root and CLI.
-        .executableTarget(name: "parkwise-agent",
-                          dependencies: ["ParkWiseCore", "ParkWiseContract", "ParkWiseLog", "ParkWiseCLI", "ConfigFile",
-                                         "GPIO", "Simulation", "Uplink", "CTimex", "AgentStatus"],
-                          path: "Sources/Agent"),
+        // What `parkwise-agent` runs, as a library tests import: the commands, the runtime (event loop, stamping,
+        // device state), the status (its model, socket, views), doctor and the walk-test.
+        .target(name: "AgentKit",
+                dependencies: ["ParkWiseCore", "ParkWiseContract", "ParkWiseLog", "ParkWiseCLI", "ConfigFile",
+                               "GPIO", "Simulation", "Uplink", "ServiceSetup", "SystemIO", "CTimex"],
+                path: "Sources/AgentKit"),
+        // The agent's executable: signals, then AgentKit's commands.
+        .executableTarget(name: "parkwise-agent", dependencies: ["AgentKit", "ParkWiseCLI"], path: "Sources/Agent"),
         // The backend half: MQTT feed -> ParkWise's PostgreSQL tables.
         .executableTarget(name: "parkwise-bridge",
-                          dependencies: ["ParkWiseContract", "ParkWiseLog", "ParkWiseCLI", "ConfigFile", "Uplink", "Postgres"],
+                          dependencies: ["ParkWiseCore", "ParkWiseContract", "ParkWiseLog", "ParkWiseCLI", "ConfigFile", "Uplink",
+                                         "ServiceSetup", "SystemIO", "Postgres"],
                           path: "Sources/Bridge"),
         // Release-mode benchmarks: swift run -c release parkwise-bench
         .executableTarget(name: "parkwise-bench",
@@ -94,7 +101,8 @@ let package = Package(
                     path: "Tests/CoreTests"),
         // Test helpers shared by the end-to-end test targets: child processes, a private mosquitto.
         .target(name: "TestSupport", path: "Tests/TestSupport"),
-        .testTarget(name: "AgentTests", dependencies: ["ParkWiseContract", "Uplink", "Simulation", "TestSupport", "AgentStatus"], path: "Tests/AgentTests"),
+        .testTarget(name: "AgentTests", dependencies: ["ParkWiseContract", "Uplink", "ServiceSetup", "SystemIO", "Simulation", "TestSupport", "AgentKit"],
+                    path: "Tests/AgentTests"),
         // The bridge against a private PostgreSQL 15, a private mosquitto and the real agent.
         .testTarget(name: "BridgeTests", dependencies: ["TestSupport"], path: "Tests/BridgeTests"),
     ],

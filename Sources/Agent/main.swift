@@ -1,4 +1,5 @@
 import Glibc
+import AgentKit
 import ParkWiseCLI
 
 StopSignals.takeOver()   // before any thread starts

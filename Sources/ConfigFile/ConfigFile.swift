@@ -1,4 +1,5 @@
 #if canImport(Glibc)
+import SystemIO
 import Glibc
 #endif
 import ParkWiseCore
@@ -69,7 +70,7 @@ public enum ConfigFile {
         var info = stat()
         guard stat(path, &info) == 0 else {
             if errno == EACCES { return .failure(ReadProblem(text: "permission denied", denied: true)) }
-            return .failure(ReadProblem(text: errno == ENOENT || errno == ENOTDIR ? "no such file" : text(errno)))
+            return .failure(ReadProblem(text: errno == ENOENT || errno == ENOTDIR ? "no such file" : Errno(errno).text))
         }
         if info.st_mode & S_IFMT == S_IFDIR { return .failure(ReadProblem(text: "it is a directory")) }
         switch WholeFile.read(path) {
@@ -78,11 +79,10 @@ public enum ConfigFile {
         case .failure(let failure) where failure.errno == EACCES:
             return .failure(ReadProblem(text: "permission denied", denied: true))
         case .failure(let failure):
-            return .failure(ReadProblem(text: "read error: \(text(failure.errno))"))
+            return .failure(ReadProblem(text: "read error: \(Errno(failure.errno).text)"))
         }
     }
 
-    private static func text(_ code: Int32) -> String { String(cString: strerror(code)) }
 
     public static func parse(_ bytes: [UInt8], file: String) throws(ConfigIssues) -> AgentConfig {
         let root = try YAMLParser.parse(bytes, file: file)

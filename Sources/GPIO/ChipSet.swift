@@ -1,3 +1,4 @@
+import SystemIO
 /// Every GPIO chip of the machine, opened once to resolve a configuration.
 /// Chips no line ends up using are closed when the set goes, in reverse order of opening.
 final class ChipSet {
@@ -41,13 +42,13 @@ final class ChipSet {
     /// "pinctrl-rp1 (gpiochip0), mcp23017 (gpiochip2)": what a technician compares with the config.
     var summary: String {
         var parts = chips.map { "\($0.label) (\($0.name)\($0.device.map { ", device \($0)" } ?? ""))" }
-        parts += unopenable.map { "\($0.path) (cannot open: \(errnoText($0.errno)))" }
+        parts += unopenable.map { "\($0.path) (cannot open: \(Errno($0.errno).text))" }
         return parts.isEmpty ? "none" : parts.joined(separator: ", ")
     }
 
     /// The error to give when a line was not found but some chips could not be opened: the line may be on one.
     var openFailure: GPIOError? {
-        guard let first = unopenable.first(where: { isPermissionError($0.errno) }) ?? unopenable.first else { return nil }
+        guard let first = unopenable.first(where: { Errno($0.errno).isPermission }) ?? unopenable.first else { return nil }
         return .cannotOpen(first.path, errno: first.errno)
     }
 }

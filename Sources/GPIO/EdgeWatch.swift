@@ -1,3 +1,4 @@
+import SystemIO
 import Glibc
 import ParkWiseCore
 import ParkWiseLog
@@ -85,7 +86,7 @@ final class EdgeWatch {
                 try lines.lines[index]!.readEdges(using: buffer, into: &edges)
             } catch {
                 if error.errno == EINTR || error.errno == EAGAIN { continue }
-                lost(index, reason: "reading its events failed: \(errnoText(error.errno))")
+                lost(index, reason: "reading its events failed: \(Errno(error.errno).text)")
                 continue
             }
             for edge in edges {

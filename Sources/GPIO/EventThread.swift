@@ -1,3 +1,4 @@
+import SystemIO
 import Glibc
 import ParkWiseCore
 import ParkWiseLog
@@ -20,7 +21,7 @@ final class EventThread: Sendable {
     static func start(lines: LineSet, names: [String], deliver: @escaping @Sendable ([LineChange]) -> Void,
                       failed: @escaping @Sendable (GPIOFailure) -> Void) -> EventThread? {
         func cannot(_ what: String, _ number: Int32) -> EventThread? {
-            failed(GPIOFailure(input: nil, message: "GPIO: cannot \(what): \(errnoText(number)); no input is watched, "
+            failed(GPIOFailure(input: nil, message: "GPIO: cannot \(what): \(Errno(number).text); no input is watched, "
                                    + "restart the agent"))
             return nil
         }
@@ -85,7 +86,7 @@ private final class EventLoop {
                 let number = Glibc.errno
                 if number == EINTR || number == EAGAIN { continue }
                 // Not a line's fault (EFAULT, EINVAL, ENOMEM): nothing can be watched any more.
-                failed(GPIOFailure(input: nil, message: "GPIO: poll() on the line event fds failed: \(errnoText(number)); "
+                failed(GPIOFailure(input: nil, message: "GPIO: poll() on the line event fds failed: \(Errno(number).text); "
                                        + "no input is watched any more, restart the agent"))
                 return
             }

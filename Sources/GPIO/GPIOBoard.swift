@@ -1,3 +1,4 @@
+import SystemIO
 import Glibc
 import ParkWiseCore
 import ParkWiseLog
@@ -121,7 +122,7 @@ public final class GPIOBoard: Sendable {
             }
             return GPIOError(code: .lineBusy, message: "\(what) is already in use by \(holder); "
                                 + "`parkwise-agent lines` shows which lines are free", errno: number)
-        case _ where isPermissionError(number):
+        case _ where Errno(number).isPermission:
             return GPIOError(code: .permissionDenied,
                              message: "the kernel refused \(what): permission denied. The user the agent runs as must be "
                                 + "in group 'gpio' (or a udev rule must give its group access to \(target.chip.path))",
@@ -164,7 +165,7 @@ public final class GPIOBoard: Sendable {
         state.withLock { state in
             guard state.thread == nil, state.hosted == nil else { return }
             guard let buffer = try? EdgeBuffer.make() else {
-                failed(GPIOFailure(input: nil, message: "GPIO: cannot allocate the edge buffer: \(errnoText(Glibc.errno)); "
+                failed(GPIOFailure(input: nil, message: "GPIO: cannot allocate the edge buffer: \(Errno.current.text); "
                                        + "no input is watched, restart the agent"))
                 return
             }

@@ -1,3 +1,4 @@
+import SystemIO
 import Glibc
 
 /// Why the board's GPIO lines could not be used, written for the person standing at the cabinet.
@@ -28,7 +29,7 @@ public struct GPIOError: Error, Sendable, CustomStringConvertible {
 
     public var description: String {
         guard let number = self.errno else { return message }
-        return "\(message) (errno \(number): \(errnoText(number)))"
+        return "\(message) (errno \(number): \(Errno(number).text))"
     }
 }
 
@@ -47,18 +48,11 @@ public struct GPIOFailure: Error, Sendable, CustomStringConvertible {
     public var description: String { message }
 }
 
-/// `strerror` text, e.g. "Permission denied".
-func errnoText(_ number: Int32) -> String {
-    guard let text = strerror(number) else { return "error \(number)" }
-    return String(cString: text)
-}
-
-func isPermissionError(_ number: Int32) -> Bool { number == EACCES || number == EPERM }
 
 extension GPIOError {
     /// A /dev/gpiochipN that could not be opened: the permission case gets the group/udev advice.
     static func cannotOpen(_ path: String, errno number: Int32) -> GPIOError {
-        if isPermissionError(number) {
+        if Errno(number).isPermission {
             let name = currentUserName()
             let user = name.map { "'\($0)'" } ?? "the agent runs as"
             let fix = "sudo usermod -aG gpio \(name ?? "<user>")"

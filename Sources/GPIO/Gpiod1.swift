@@ -31,17 +31,6 @@ struct RawLineInfo {
     var isUsed: Bool
 }
 
-/// A failed C call: the errno it left.
-struct CError: Error {
-    var errno: Int32
-}
-
-/// A refused line request: the errno, and who held the line (kernel consumer label) when there was one.
-struct RequestFailure: Error {
-    var errno: Int32
-    var holder: String?
-}
-
 /// An open GPIO chip. Closes it on deinit; lines requested from it keep it open (they hold a reference).
 final class ChipHandle {
     /// The device path it was opened with, e.g. "/dev/gpiochip0".

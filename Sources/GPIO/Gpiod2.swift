@@ -32,17 +32,6 @@ struct RawLineInfo {
     var isUsed: Bool
 }
 
-/// A failed C call: the errno it left.
-struct CError: Error {
-    var errno: Int32
-}
-
-/// A refused line request: the errno, and who held the line (kernel consumer label) when there was one.
-struct RequestFailure: Error {
-    var errno: Int32
-    var holder: String?
-}
-
 /// One libgpiod object with its free function: the owner of short-lived handles (chip info, line info, line
 /// settings, line and request configs). The pointer is only lent out inside `use`, which keeps the owner (and so
 /// the object) alive until the closure returns.

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import TestSupport
 import Testing
+import ServiceSetup
 import Uplink
 
 /// A broker is not trusted before its certificate is verified: whatever bytes it sends as a certificate, `doctor`

@@ -1,4 +1,4 @@
-import AgentStatus
+@testable import AgentKit
 import Foundation
 import ParkWiseContract
 import Testing

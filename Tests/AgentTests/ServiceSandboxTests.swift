@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import TestSupport
-@testable import Uplink
+@testable import ServiceSetup
 
 /// What the shipped unit's sandbox (and a drop-in) lets the service write, decided from the unit's text alone: the
 /// decision `doctor` and `check-config` report, with no systemd on the machine.

@@ -1,4 +1,4 @@
-import AgentStatus
+@testable import AgentKit
 import Foundation
 import Testing
 import TestSupport

@@ -4,6 +4,7 @@ import ParkWiseCLI
 import ParkWiseContract
 import ParkWiseLog
 import Postgres
+import ServiceSetup
 import Uplink
 
 enum RunCommand {

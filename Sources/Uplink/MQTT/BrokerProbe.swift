@@ -1,3 +1,4 @@
+import ServiceSetup
 import Glibc
 
 /// One check of a broker, as `doctor` lists it: ok, failed or a warning, with what was found and the fix.

@@ -1,3 +1,4 @@
+import SystemIO
 import CMosquitto
 #if canImport(Glibc)
 import Glibc
@@ -153,7 +154,7 @@ public final class MQTTLink: Sendable {
             var slots = [pollfd(fd: socket, events: io.events, revents: 0), pollfd(fd: wakeup?.fd ?? -1, events: Int16(POLLIN), revents: 0)]
             let ready = poll(&slots, 2, timeout)
             now = ready == 0 ? monotonicMilliseconds() : coarseMonotonicMilliseconds()
-            if ready < 0 && errno != EINTR { return .lost("poll failed: \(String(cString: strerror(errno)))", wasUp: io.up) }
+            if ready < 0 && errno != EINTR { return .lost("poll failed: \(Errno.current.text)", wasUp: io.up) }
             if slots[1].revents != 0 { wakeup?.drain() }
             switch io.round(revents: slots[0].revents, now: now, deliver: emit) {
             case .carryOn:

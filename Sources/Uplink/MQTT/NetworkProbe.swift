@@ -1,3 +1,4 @@
+import SystemIO
 import Glibc
 import ParkWiseLog
 
@@ -67,7 +68,7 @@ enum NetworkProbe {
             let left = timeout - (monotonicSeconds() - start)
             guard left > 0 else { break }
             let fd = socket(address.family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-            guard fd >= 0 else { failures.append("\(address.text): \(String(cString: strerror(errno)))"); continue }
+            guard fd >= 0 else { failures.append("\(address.text): \(Errno.current.text)"); continue }
             var rc = address.bytes.withUnsafeBytes {
                 Glibc.connect(fd, $0.baseAddress!.assumingMemoryBound(to: sockaddr.self), socklen_t($0.count))
             }
@@ -91,7 +92,7 @@ enum NetworkProbe {
             if code == 0 { return .success((fd, Int((monotonicSeconds() - start) * 1000))) }
             close(fd)
             refused = refused || code == ECONNREFUSED
-            failures.append("\(address.text): \(code == ETIMEDOUT ? "no answer within \(BrokerProbe.seconds(timeout))" : String(cString: strerror(code)))")
+            failures.append("\(address.text): \(code == ETIMEDOUT ? "no answer within \(BrokerProbe.seconds(timeout))" : Errno(code).text)")
         }
         let fix = refused
             ? "nothing listens on port \(port) there: is the broker running (systemctl status mosquitto), with a listener on that port?"

@@ -1,3 +1,4 @@
+import SystemIO
 /// The outbox on disk (`outbox.log` in the outbox directory): an event is written and synced
 /// before it counts as accepted, and leaves the file only after the broker's PUBACK. At most
 /// `capacity` events are pending on disk at any moment; removed events' records are compacted

@@ -1,3 +1,4 @@
+import SystemIO
 /// What an outbox directory holds, read without opening (or repairing, or locking) it: for `doctor`
 /// while the agent is stopped.
 public struct OutboxPeek: Sendable {

@@ -1,3 +1,4 @@
+import SystemIO
 import Glibc
 
 /// The device's counters that must never go back: the start counter (`boot`) and the highest event

@@ -1,0 +1,161 @@
+import SystemIO
+import Glibc
+import ParkWiseContract
+import ParkWiseCore
+import ServiceSetup
+import Uplink
+
+/// The doctor's checks of this machine: the files the link needs, the clock, the outbox directory.
+enum HostChecks {
+    /// The credentials and TLS files, with exactly the checks `run` makes (LinkFiles), and the certificates' expiry.
+    static func linkFiles(_ config: AgentConfig) -> [ProbeStep] {
+        var steps: [ProbeStep] = []
+        if getuid() == 0 {
+            steps.append(ProbeStep(.warning, "running as root: root may read any file, so these checks prove little",
+                                   fix: "run doctor as the service's user: sudo -u parkwise parkwise-agent doctor"))
+        }
+        if config.mqtt.files.isEmpty {
+            steps.append(ProbeStep(.ok, "no credentials or TLS files configured (anonymous login)"))
+        }
+        for file in config.mqtt.files {
+            do {
+                _ = try LinkFiles.check(file)
+                steps.append(ProbeStep(.ok, "\(file.role.rawValue) \(file.path)",
+                                       detail: file.isSecret ? "readable, by the agent's user only" : "readable"))
+                if file.role == .ca || file.role == .cert {
+                    let info = DurableFile.read(path: file.path).flatMap(CertificateInfo.pem)
+                    steps.append(info.map { BrokerProbe.expiryStep($0, what: file.role.rawValue) }
+                                 ?? ProbeStep(.failed, "\(file.role.rawValue) \(file.path) holds no PEM certificate",
+                                              fix: "give the PEM file (-----BEGIN CERTIFICATE-----) of the \(file.role == .ca ? "CA" : "device's certificate")"))
+                }
+            } catch {
+                steps.append(ProbeStep(.failed, "\(file.role.rawValue) \(file.path)", detail: error.message, fix: error.hint))
+            }
+        }
+        return steps
+    }
+
+    static func clock() -> [ProbeStep] {
+        let now = WireTime.format(unixNanoseconds: AgentClock.read(CLOCK_REALTIME))
+        if AgentClock.wallClockSynchronized() {
+            return [ProbeStep(.ok, "wall clock synchronised", detail: "\(now) (adjtimex)")]
+        }
+        return [ProbeStep(.warning, "wall clock not synchronised", detail: "\(now); events are marked clock: unsynced "
+                          + "(and corrected once it is set)",
+                          fix: "enable NTP (timedatectl set-ntp true; systemd-timesyncd or chrony) and let it reach an NTP server "
+                            + "(timedatectl timesync-status); a board that boots without network needs an RTC "
+                            + "(e.g. a DS3231 with dtoverlay=i2c-rtc,ds3231)")]
+    }
+
+    /// The directory writable with a working fsync, its free space, and what waits in it (from the running
+    /// service's status when there is one, else read from the file without changing it).
+    static func outbox(_ config: AgentConfig, status: AgentStatus?) -> [ProbeStep] {
+        let dir = config.outbox.path
+        var steps: [ProbeStep] = []
+        var st = stat()
+        if stat(dir, &st) != 0 {
+            var parent = dir
+            while let slash = parent.lastIndex(of: "/"), parent != "/" {
+                parent = slash == parent.startIndex ? "/" : String(parent[..<slash])
+                if access(parent, F_OK) == 0 { break }
+            }
+            if access(parent, W_OK) == 0 {
+                return [ProbeStep(.warning, "outbox directory \(dir) does not exist yet",
+                                  detail: "the agent creates it at start (\(parent) is writable)")]
+            }
+            return [ProbeStep(.failed, "outbox directory \(dir) does not exist and cannot be created",
+                              detail: "\(parent) is not writable by \(userName())",
+                              fix: "sudo install -d -o parkwise -g parkwise -m 750 \(dir) (the systemd unit's StateDirectory= makes "
+                                + "/var/lib/parkwise-agent)")]
+        }
+        steps.append(writeProbe(dir))
+        var fs = statvfs()
+        if statvfs(dir, &fs) == 0 {
+            let free = Int64(fs.f_bavail) * Int64(fs.f_frsize)
+            let text = "\(free / 1_048_576) MiB free"
+            if free < 1_048_576 {
+                steps.append(ProbeStep(.failed, "free space on the outbox's file system", detail: text,
+                                       fix: "free space (journalctl --vacuum-size=50M, remove old logs): a full disk keeps events in memory only"))
+            } else if free < 64 * 1_048_576 {
+                steps.append(ProbeStep(.warning, "free space on the outbox's file system", detail: text,
+                                       fix: "free some space: below a few MiB the outbox cannot store events on disk"))
+            } else {
+                steps.append(ProbeStep(.ok, "free space on the outbox's file system", detail: text))
+            }
+        }
+        if let status {
+            let o = status.outbox
+            steps.append(pending(depth: o.depth, capacity: o.capacity,
+                                 oldest: o.oldestAgeSeconds.map { "oldest #\(o.oldestSeq.map(String.init) ?? "?") waiting \(duration($0))" },
+                                 source: "from the running service"))
+            if let problem = o.problem {
+                steps.append(ProbeStep(.failed, "the service's disk", detail: problem,
+                                       fix: "fix the disk (space, permissions, a read-only remount or I/O errors: dmesg); the agent "
+                                           + "writes again by itself (an outbox it could not open, after a restart)"))
+            }
+        } else if let peek = OutboxPeek.read(directory: dir) {
+            var oldest: String?
+            if let entry = peek.oldest {
+                if entry.kernelBoot == EventStamper.readKernelBoot() {
+                    let age = Double(AgentClock.read(CLOCK_MONOTONIC) - entry.atMonotonic) / 1e9
+                    oldest = "oldest #\(entry.event.seq) waiting \(duration(age))"
+                } else {
+                    oldest = "oldest #\(entry.event.seq) from an earlier boot, at \(entry.event.at)"
+                }
+            }
+            steps.append(pending(depth: peek.depth, capacity: config.outbox.capacity, oldest: oldest, source: "read from outbox.log"))
+            if peek.damaged {
+                steps.append(ProbeStep(.warning, "outbox.log has damaged records or a torn end",
+                                       detail: "the agent repairs it at start and declares what it cannot recover (outbox.dropped)"))
+            }
+        } else {
+            steps.append(ProbeStep(.ok, "nothing pending", detail: "no outbox.log yet"))
+        }
+        return steps
+    }
+
+    private static func pending(depth: Int, capacity: Int, oldest: String?, source: String) -> ProbeStep {
+        let detail = "\(depth) of \(capacity)" + (oldest.map { ", \($0)" } ?? "") + " (\(source))"
+        if depth * 10 >= capacity * 8 {
+            return ProbeStep(.warning, "events pending in the outbox", detail: detail,
+                             fix: "almost full: when full, the oldest routine events are dropped (and declared); check the broker link")
+        }
+        return ProbeStep(.ok, "events pending in the outbox", detail: detail)
+    }
+
+    /// Writes, fsyncs and removes a temp file in the directory.
+    private static func writeProbe(_ dir: String) -> ProbeStep {
+        let path = "\(dir)/.doctor-\(getpid())"
+        let start = AgentClock.read(CLOCK_MONOTONIC)
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            return ProbeStep(.failed, "outbox directory \(dir) writable", detail: "\(DurableFile.errnoText()) as \(userName())",
+                             fix: "sudo chown -R parkwise:parkwise \(dir) (the service's user must own it); a read-only file system: "
+                                + "check mount and dmesg")
+        }
+        defer { unlink(path) }
+        var problem = DurableFile.writeAll(fd, [UInt8](repeating: 0x2A, count: 4096)).map { "write: \(DurableFile.describe($0))" }
+        if problem == nil && fsync(fd) != 0 { problem = "fsync: \(DurableFile.errnoText())" }
+        close(fd)
+        if let problem {
+            return ProbeStep(.failed, "outbox directory \(dir): write and fsync a test file", detail: problem,
+                             fix: "the storage is failing or full: check dmesg and df; events cannot be kept across a power cut")
+        }
+        let ms = Double(AgentClock.read(CLOCK_MONOTONIC) - start) / 1e6
+        return ProbeStep(.ok, "outbox directory \(dir) writable, fsync works", detail: "4 KiB written and synced in \(Int(ms.rounded())) ms")
+    }
+
+    static func userName() -> String {
+        let uid = getuid()
+        guard let entry = getpwuid(uid), let name = entry.pointee.pw_name else { return "uid \(uid)" }
+        return "user \(String(cString: name))"
+    }
+
+    static func duration(_ seconds: Double) -> String {
+        let s = Int(seconds.rounded())
+        if s < 120 { return "\(s) s" }
+        if s < 7200 { return "\(s / 60) min" }
+        if s < 172_800 { return "\(s / 3600) h \(s % 3600 / 60) min" }
+        return "\(s / 86_400) days"
+    }
+}

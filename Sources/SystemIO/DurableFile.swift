@@ -1,0 +1,100 @@
+import Glibc
+
+/// Whole-file writes that survive a power cut: the file holds either the old or the new bytes.
+public enum DurableFile {
+    /// What a file operation failed with: the call and the path (`open /var/lib/x.tmp: ...`) and the errno.
+    public struct Failure: Error, Sendable, CustomStringConvertible {
+        public var message: String
+        public var code: Int32
+
+        /// `what` failed with `code`: the message says both, the errno's text included.
+        public init(_ what: String, code: Int32) {
+            message = "\(what): \(DurableFile.describe(code))"
+            self.code = code
+        }
+
+        /// `what` failed with the current errno (read before `what` is built).
+        public static func errno(_ what: @autoclosure () -> String) -> Failure {
+            let code = Glibc.errno
+            return Failure(what(), code: code)
+        }
+
+        public var description: String { message }
+    }
+
+    /// Writes a temp file, fsyncs it, renames it over `path`, fsyncs the directory.
+    /// Returns what failed, or nil.
+    public static func replace(path: String, with bytes: [UInt8]) -> Failure? {
+        let temp = path + ".tmp"
+        let fd = open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { return .errno("open \(temp)") }
+        var problem = writeAll(fd, bytes).map { Failure("write \(temp)", code: $0) }
+        if problem == nil && fsync(fd) != 0 { problem = .errno("fsync \(temp)") }
+        close(fd)
+        if let problem {
+            unlink(temp)
+            return problem
+        }
+        guard rename(temp, path) == 0 else { return .errno("rename \(temp)") }
+        syncDirectory(of: path)
+        return nil
+    }
+
+    /// Writes every byte (a short write is continued, so a full disk shows as its errno).
+    /// Returns the errno of the failure, or nil.
+    public static func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Int32? {
+        var done = 0
+        while done < bytes.count {
+            let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + done, $0.count - done) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                return errno
+            }
+            done += n
+        }
+        return nil
+    }
+
+    /// `writeAll` at `offset`, leaving the file offset alone.
+    public static func writeAll(_ fd: Int32, _ bytes: [UInt8], at offset: off_t) -> Int32? {
+        var done = 0
+        while done < bytes.count {
+            let n = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress! + done, $0.count - done, offset + off_t(done)) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                return errno
+            }
+            done += n
+        }
+        return nil
+    }
+
+    public static func describe(_ code: Int32) -> String { Errno(code).description }
+
+    /// Makes a rename or a new file in the directory durable.
+    public static func syncDirectory(of path: String) {
+        let directory = path.lastIndex(of: "/").map { String(path[..<$0]) }.map { $0.isEmpty ? "/" : $0 } ?? "."
+        let dir = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if dir >= 0 {
+            fsync(dir)
+            close(dir)
+        }
+    }
+
+    /// The whole file, or nil when it does not exist or cannot be read.
+    public static func read(path: String) -> [UInt8]? {
+        try? WholeFile.read(path).get()
+    }
+
+    /// Creates a directory and its parents (mode 0750). Returns what failed, or nil.
+    public static func makeDirectory(_ path: String) -> Failure? {
+        var current = path.hasPrefix("/") ? "" : "."
+        for part in path.split(separator: "/") {
+            current += "/" + part
+            if mkdir(current, 0o750) != 0 && errno != EEXIST { return .errno("mkdir \(current)") }
+        }
+        return nil
+    }
+
+    public static func errnoText() -> String { describe(errno) }
+}
