@@ -49,21 +49,16 @@ final class AgentRuntime: @unchecked Sendable {
     private var clockSynced = false
     /// When the clock's sync state was last read (it is read at most once a second, not once per event).
     private var clockReadAt: MonotonicInstant?
-    /// When to feed the systemd watchdog next (nil: systemd watches nothing), and to read the clock while NTP has
-    /// not set it (nil once it has), with the wait after that: real monotonic nanoseconds.
-    private var watchdogDue: Int64?
-    private var clockDue: Int64?
+    /// The loop's own deadlines (watchdog, clock, shed, status, outbox write, reservation): real monotonic nanoseconds.
+    private var deadlines = LoopDeadlines()
+    /// The wait before the clock is read again while NTP has not set it.
     private var clockWait: Duration = .seconds(1)
     private let lineQueue: LineQueue
     private var tracker: StatusTracker
     private var statusSchedule: RetainedStatusSchedule
-    /// When a change of the retained status may be published (real monotonic nanoseconds; see `refreshStatus`).
-    private var statusDue: Int64?
     private let statusInbox = StatusInbox()
-    private var commandsWaiting: [(topic: String, payload: [UInt8])] = []
-    /// Commands dropped in a flood (see `command`).
-    private var commandFlood = LogStreak(.warn, "commands come faster than they are answered, dropped",
-                                         ended: "commands answered again")
+    /// Commands taken from the broker and not answered yet.
+    private var commands = CommandDesk()
     /// CLOCK_MONOTONIC as read for the input at hand: the clock is read at most once per input, and only when
     /// something needs it (see `realNow()`).
     private var inputReal: Int64?
@@ -190,8 +185,8 @@ final class AgentRuntime: @unchecked Sendable {
         scheduleTimer()
         options.service.ready()
         // The watchdog only as often as systemd asks (half its WatchdogSec); no wake-ups at all without one.
-        if let every = options.service.watchdogInterval { watchdogDue = monotonicNanoseconds() + every.nanosecondCount }
-        if !clockSynced { clockDue = monotonicNanoseconds() + clockWait.nanosecondCount }
+        if let every = options.service.watchdogInterval { deadlines.watchdog = monotonicNanoseconds() + every.nanosecondCount }
+        if !clockSynced { deadlines.clock = monotonicNanoseconds() + clockWait.nanosecondCount }
         while true {
             statusInbox.answer { statusSnapshot.build() }
             if stopRequested.load(ordering: .acquiring) {
@@ -199,8 +194,7 @@ final class AgentRuntime: @unchecked Sendable {
                 return stop(exitCode: ExitCode.success)
             }
             inputReal = nil
-            let next = nextInput(until: earliest(timer?.real, watchdogDue, clockDue, shedDue, statusDue, outboxWriteDue,
-                                                 reservationDue))
+            let next = nextInput(until: deadlines.earliest(with: timer?.real))
             inputReal = nil
             guard let input = next ?? due() else { continue }
             switch input {
@@ -215,32 +209,32 @@ final class AgentRuntime: @unchecked Sendable {
                 garage.advance(to: instantNow, into: &events)
                 flush()
             case .housekeeping:
-                if let due = shedDue, due <= realNow() {
+                if let due = deadlines.shed, due <= realNow() {
                     declareShed()
                     flush()
                 }
-                if let due = outboxWriteDue, due <= realNow() {
+                if let due = deadlines.outboxWrite, due <= realNow() {
                     // Once per deadline, whatever comes of it: a disk that keeps failing is tried again later, less
                     // and less often, never in a loop.
-                    outboxWriteDue = nil
+                    deadlines.outboxWrite = nil
                     session.writeOutboxChanges()
                     outboxWriteWait = session.outboxHasUnwrittenChanges
                         ? min(outboxWriteWait * 2, AgentRuntime.outboxRetryLongest) : AgentRuntime.outboxWriteWait
                 }
-                if let due = reservationDue, due <= realNow() {
-                    reservationDue = nil
+                if let due = deadlines.reservation, due <= realNow() {
+                    deadlines.reservation = nil
                     if stamper.state.reservationDue { stamper.state.reserveAhead() } else { stamper.state.save() }
                 }
-                if let due = watchdogDue, let every = options.service.watchdogInterval, due <= realNow() {
+                if let due = deadlines.watchdog, let every = options.service.watchdogInterval, due <= realNow() {
                     options.service.alive()   // the watchdog is fed by the event loop itself
-                    watchdogDue = realNow() + every.nanosecondCount
+                    deadlines.watchdog = realNow() + every.nanosecondCount
                 }
-                if let due = clockDue, due <= realNow() {
+                if let due = deadlines.clock, due <= realNow() {
                     // While NTP has not set the clock: look again after 1 s, doubling up to 64 s, so waiting events
                     // get their true times soon after it does; once set, nothing wakes the loop for it.
                     checkClock(force: true)
                     clockWait = min(clockWait * 2, .seconds(64))
-                    clockDue = clockSynced ? nil : realNow() + clockWait.nanosecondCount
+                    deadlines.clock = clockSynced ? nil : realNow() + clockWait.nanosecondCount
                 }
             case .uplink(let event):
                 noteForStatus(event)
@@ -279,7 +273,7 @@ final class AgentRuntime: @unchecked Sendable {
             case .statusRequested:
                 break   // answered above
             case .statusDue:
-                statusDue = nil
+                deadlines.status = nil
                 statusSchedule.woke()
             }
             if case .statusDue = input { refreshStatus(woken: true) } else { refreshStatus(woken: false) }
@@ -300,16 +294,16 @@ final class AgentRuntime: @unchecked Sendable {
                 readOnlyAtStart = nil
             }
             if stamper.state.reservationRefused || stamper.state.saveProblem != nil {
-                if reservationDue == nil {
+                if deadlines.reservation == nil {
                     Log.debug("state directory refused a write, tried again later", ["wait_s": reservationRetryWait.components.seconds])
-                    reservationDue = coarseMonotonicNanoseconds() + reservationRetryWait.nanosecondCount
+                    deadlines.reservation = coarseMonotonicNanoseconds() + reservationRetryWait.nanosecondCount
                     reservationRetryWait = min(reservationRetryWait * 2, AgentRuntime.outboxRetryLongest)
                 }
             } else {
                 reservationRetryWait = AgentRuntime.outboxWriteWait
-                if let due = reservationDue, due != 0 { reservationDue = nil }
+                if let due = deadlines.reservation, due != 0 { deadlines.reservation = nil }
             }
-            if stamper.state.reservationDue && !stamper.state.reservationRefused { reservationDue = 0 }
+            if stamper.state.reservationDue && !stamper.state.reservationRefused { deadlines.reservation = 0 }
         }
     }
 
@@ -320,27 +314,17 @@ final class AgentRuntime: @unchecked Sendable {
     /// something waits: nothing wakes an idle loop.
     private func scheduleOutboxWrite() {
         if !session.outboxHasUnwrittenChanges {
-            outboxWriteDue = nil
+            deadlines.outboxWrite = nil
             outboxWriteWait = AgentRuntime.outboxWriteWait
         } else if session.outboxCompactionDue && outboxWriteWait == AgentRuntime.outboxWriteWait {
-            outboxWriteDue = 0
-        } else if outboxWriteDue == nil {
-            outboxWriteDue = coarseMonotonicNanoseconds() + outboxWriteWait.nanosecondCount
+            deadlines.outboxWrite = 0
+        } else if deadlines.outboxWrite == nil {
+            deadlines.outboxWrite = coarseMonotonicNanoseconds() + outboxWriteWait.nanosecondCount
         }
     }
 
     static let outboxWriteWait = Duration.seconds(2)
     static let outboxRetryLongest = Duration.seconds(64)
-
-    /// The earliest of some deadlines (nil: none), without building an array for it on every input.
-    private func earliest(_ a: Int64?, _ b: Int64?, _ c: Int64?, _ d: Int64?, _ e: Int64?, _ f: Int64?, _ g: Int64?) -> Int64? {
-        func min(_ x: Int64?, _ y: Int64?) -> Int64? {
-            guard let x else { return y }
-            guard let y else { return x }
-            return Swift.min(x, y)
-        }
-        return min(min(min(a, b), min(c, d)), min(min(e, f), g))
-    }
 
     /// The next input; nil once `deadline` has passed. While the link's live connection is hosted here, its socket
     /// is watched too and its rounds run on this thread: the PUBACKs and commands they bring come in as inputs,
@@ -353,7 +337,7 @@ final class AgentRuntime: @unchecked Sendable {
             if let edges { watching.append(contentsOf: edges.slots) }
             if let uplink { watching.append(pollfd(fd: uplink.fd, events: uplink.events, revents: 0)) }
             // The lines' and the link's own deadlines (milliseconds) too: no array built for them on every input.
-            let until = earliest(deadline, edges?.due.map { $0 * 1_000_000 }, uplink?.due.map { $0 * 1_000_000 }, nil, nil, nil, nil)
+            let until = earliestOf(deadline, earliestOf(edges?.due.map { $0 * 1_000_000 }, uplink?.due.map { $0 * 1_000_000 }))
             switch inbox.wait(until: until, watching: watching) {
             case .input(let input):
                 return input
@@ -390,11 +374,8 @@ final class AgentRuntime: @unchecked Sendable {
     private func due() -> AgentInput? {
         let now = realNow()
         if let timer, timer.real <= now { return .tick }
-        if let statusDue, statusDue <= now { return .statusDue }
-        if [watchdogDue, clockDue, shedDue, outboxWriteDue, reservationDue].contains(where: { $0.map { $0 <= now } ?? false }) {
-            return .housekeeping
-        }
-        return nil
+        if let status = deadlines.status, status <= now { return .statusDue }
+        return deadlines.housekeepingPassed(now) ? .housekeeping : nil
     }
 
     /// Graceful stop: say offline, give the broker a moment to acknowledge, disconnect cleanly.
@@ -407,7 +388,7 @@ final class AgentRuntime: @unchecked Sendable {
         flush()
         // flush() arms the garage's next timer; nothing is due any more once stopping.
         timer = nil
-        statusDue = nil
+        deadlines.status = nil
         if stamper.state.awaitingReservation {   // a last try: the disk may take the reservation now
             stamper.state.reserveAhead()
             publishChangedStates()
@@ -439,9 +420,7 @@ final class AgentRuntime: @unchecked Sendable {
         unread += left.changes.count + left.shed
         if unread > 0 { Log.info("line changes queued behind the stop, left unread", ["changes": unread]) }
         // Commands still waiting, unread or turned away: counted, never answered once stopping.
-        commandFlood.occurred(inbox.takeDroppedMessages().dropped)
-        commandFlood.ended()
-        unanswered += commandsWaiting.count
+        unanswered += commands.stop(turnedAway: inbox.takeDroppedMessages().dropped)
         while let input = inbox.next(until: 0) { if case .uplink(.message) = input { unanswered += 1 } }
         if unanswered > 0 { Log.info("commands left unanswered at the stop", ["commands": unanswered]) }
         session.writeOutboxChanges()
@@ -544,7 +523,7 @@ final class AgentRuntime: @unchecked Sendable {
         unannouncedShed.inputs.formUnion(batch.shedInputs)
         let now = realNow()
         if let last = shedDeclaredAt, now - last < AgentRuntime.shedInterval {
-            shedDue = shedDue ?? last + AgentRuntime.shedInterval
+            deadlines.shed = deadlines.shed ?? last + AgentRuntime.shedInterval
         } else {
             declareShed()
         }
@@ -553,12 +532,6 @@ final class AgentRuntime: @unchecked Sendable {
     private static let shedInterval: Int64 = 5_000_000_000
     private var unannouncedShed: (count: Int, inputs: Set<Int>) = (0, [])
     private var shedDeclaredAt: Int64?
-    private var shedDue: Int64?
-    /// When what the outbox's disk does not have yet is written if no event took it along (see
-    /// `scheduleOutboxWrite`), and how long that wait is now.
-    private var outboxWriteDue: Int64?
-    /// The next block of seqs is to be reserved at the next idle moment (see `DeviceState.reserveAhead`).
-    private var reservationDue: Int64?
     /// State changes not published because their events wait for a reservation on disk.
     private var statesHeld = false
     /// How long after a refused reservation it is tried again.
@@ -566,7 +539,7 @@ final class AgentRuntime: @unchecked Sendable {
     private var outboxWriteWait = AgentRuntime.outboxWriteWait
 
     private func declareShed() {
-        shedDue = nil
+        deadlines.shed = nil
         let (count, inputs) = unannouncedShed
         guard count > 0 else { return }
         unannouncedShed = (0, [])
@@ -609,35 +582,20 @@ final class AgentRuntime: @unchecked Sendable {
 
     // MARK: - Commands
 
-    /// A command from the broker. It is answered now if the session may send a reply (not too many unacknowledged),
-    /// else it waits for that, among at most `Inbox.messageBound` others. A flood beyond both bounds is dropped
-    /// unread: what the inbox turned away and what found no room to wait, counted and said, one streak at a time.
+    /// A command from the broker: answered now, or waiting for room for its reply (`CommandDesk`).
     private func command(topic: String, payload: [UInt8]) {
         guard topic.hasPrefix(topics.prefix + "/cmd/") else { return }
         let (turnedAway, waiting) = inbox.takeDroppedMessages()
-        commandFlood.occurred(turnedAway)
-        if session.isConnected && session.canReply && commandsWaiting.isEmpty {
-            answer(topic: topic, payload: payload)
-        } else if commandsWaiting.count < Inbox.messageBound {
-            commandsWaiting.append((topic, payload))
-        } else {
-            commandFlood.occurred()
+        if let now = commands.received((topic, payload), canReply: session.isConnected && session.canReply,
+                                       inbox: (turnedAway, waiting)) {
+            answer(topic: now.topic, payload: now.payload)
         }
-        if waiting == 0 && commandsWaiting.isEmpty { commandFlood.ended() }
     }
 
     /// Commands that waited for room for their replies, in the order they came.
     private func answerWaitingCommands() {
-        guard session.isConnected, !commandsWaiting.isEmpty else { return }
-        var answered = 0
-        while session.canReply && answered < commandsWaiting.count {
-            answer(topic: commandsWaiting[answered].topic, payload: commandsWaiting[answered].payload)
-            answered += 1
-        }
-        commandsWaiting.removeFirst(answered)
-        let (turnedAway, waiting) = inbox.takeDroppedMessages()
-        commandFlood.occurred(turnedAway)
-        if commandsWaiting.isEmpty && waiting == 0 { commandFlood.ended() }
+        guard session.isConnected else { return }
+        commands.answerWaiting(canReply: { session.canReply }, inbox: { inbox.takeDroppedMessages() }) { answer(topic: $0.topic, payload: $0.payload) }
     }
 
     private func answer(topic: String, payload: [UInt8]) {
@@ -684,7 +642,7 @@ final class AgentRuntime: @unchecked Sendable {
         case .publishNow:
             publishStatus(statusSnapshot)
         case .wake(let delay):
-            statusDue = coarseMonotonicNanoseconds() + delay.nanosecondCount
+            deadlines.status = coarseMonotonicNanoseconds() + delay.nanosecondCount
         }
     }
 
