@@ -83,7 +83,7 @@ let package = Package(
                           path: "Sources/Agent"),
         // The backend half: MQTT feed -> ParkWise's PostgreSQL tables.
         .executableTarget(name: "parkwise-bridge",
-                          dependencies: ["ParkWiseContract", "ParkWiseLog", "ParkWiseCLI", "ConfigFile", "Uplink", "Postgres"],
+                          dependencies: ["ParkWiseCore", "ParkWiseContract", "ParkWiseLog", "ParkWiseCLI", "ConfigFile", "Uplink", "Postgres"],
                           path: "Sources/Bridge"),
         // Release-mode benchmarks: swift run -c release parkwise-bench
         .executableTarget(name: "parkwise-bench",
