@@ -107,6 +107,30 @@ import TestSupport
         #expect(noDatabase.err.contains("Missing expected argument '--database <url>' (or DATABASE_URL)"))
     }
 
+    /// While the bridge waits for its first broker connection, a SIGTERM ends it at once as a graceful stop (exit 0,
+    /// not at the start timeout, not as a failure to reach the broker); without one, the start timeout is a real
+    /// deadline: exit 1 once it has passed, not before.
+    @Test func aStopWhileWaitingForTheBrokerEndsAtOnceAndTheStartTimeoutIsADeadline() throws {
+        let fixture = try BridgeFixture()
+        let nowhere = "mqtt://127.0.0.1:\(freePort())"
+        let waiting = try Child(bridgeBinary, ["run", "--broker", nowhere, "--database", fixture.url, "--start-timeout", "120"])
+        defer { waiting.signal(SIGKILL); _ = waiting.wait(5) }
+        // Said by the link, which starts after the stop signals are handled.
+        #expect(eventually(15) { waiting.stderr.contains("broker unreachable") }, "\(waiting.stderr)")
+        let asked = Date()
+        waiting.signal(SIGTERM)
+        #expect(waiting.wait(10) == 0, "\(waiting.stderr)")
+        #expect(Date().timeIntervalSince(asked) < 5, "\(waiting.stderr)")
+        #expect(waiting.stderr.contains("stop requested") && waiting.stderr.contains("bridge stopped"), "\(waiting.stderr)")
+        #expect(!waiting.stderr.contains("cannot reach the broker") && !waiting.stderr.contains("bridge running"), "\(waiting.stderr)")
+
+        let started = Date()
+        let timedOut = try runBridge(["run", "--broker", nowhere, "--database", fixture.url, "--start-timeout", "2"])
+        let took = Date().timeIntervalSince(started)
+        #expect(timedOut.code == 1 && timedOut.err.contains("error cannot reach the broker"), "\(timedOut.err)")
+        #expect(took >= 2 && took < 10, "gave up after \(took) s")
+    }
+
     @Test func checkConfigListsEveryProblemWithItsPlace() throws {
         let dir = temporaryDirectory()
         let good = dir.appendingPathComponent("good.yaml").path

@@ -63,6 +63,28 @@ import TestSupport
 
     /// A fault outlasting `hold_at_most` held messages: newer events are dropped and said so, so the bridge does not
     /// grow; once the database is back the devices are asked for a rebirth, and the jump is a detected gap.
+    /// A stop the failing database holds (a long `stop_grace`) is forced by a second SIGTERM: exit 1 at once, not at
+    /// the grace's end.
+    @Test func aSecondStopForcesTheExitTheGraceHolds() throws {
+        let fixture = try BridgeFixture()
+        let (role, url) = try fixture.bridgeRole()
+        let bridge = try fixture.startBridge(config: "accept_simulated: true\nreassert_every: 200ms\nstop_grace: 120s\n", database: url)
+        var device = FakeDevice(fixture.broker)
+        device.online()
+        fixture.query("REVOKE INSERT ON sensor_events FROM \(role)")
+        device.occupy(["P1-B-01"])
+        #expect(eventually(15) { bridge.stderr.contains("SQLSTATE 42501") }, "\(bridge.stderr)")
+        bridge.signal(SIGTERM)
+        #expect(eventually(5) { bridge.stderr.contains("stop requested") }, "\(bridge.stderr)")
+        // Held by the grace (and a second signal within half a second would be the same request).
+        #expect(!eventually(1) { bridge.hasExited }, "\(bridge.stderr)")
+        let forced = Date()
+        bridge.signal(SIGTERM)
+        #expect(bridge.wait(5) == 1, "\(bridge.stderr)")
+        #expect(Date().timeIntervalSince(forced) < 3)
+        #expect(bridge.stderr.contains("second stop signal, forced exit"), "\(bridge.stderr)")
+    }
+
     @Test func anOutageBeyondTheHoldDropsNewerEventsAndSaysSo() throws {
         let fixture = try BridgeFixture()
         let bridge = try fixture.startBridge(config: "accept_simulated: true\nreassert_every: 200ms\nhold_at_most: 100\n")

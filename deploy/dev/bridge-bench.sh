@@ -15,35 +15,9 @@ events=${BENCH_EVENTS:-20000}
 
 swift build -c release --product parkwise-bridge 2>&1 | tail -n 1
 bridge=$PWD/.build/release/parkwise-bridge
-pgbin=/usr/lib/postgresql/15/bin
-work=$(mktemp -d /tmp/parkwise-bridge-bench.XXXXXX)
-chmod 755 "$work"
-pids=()
-as_pg=()
-[ "$(id -u)" -eq 0 ] && { chown postgres "$work"; as_pg=(runuser -u postgres --); }
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    [ -f "$work/data/postmaster.pid" ] && kill -INT "$(head -1 "$work/data/postmaster.pid")" 2>/dev/null || true
-    wait 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-pgport=$(free_port); mqport=$(free_port)
-"${as_pg[@]}" "$pgbin/initdb" -D "$work/data" -A trust -U postgres -N >/dev/null
-"${as_pg[@]}" "$pgbin/postgres" -D "$work/data" -p "$pgport" -k "$work" -c listen_addresses=127.0.0.1 \
-    -c shared_preload_libraries=pg_stat_statements \
-    > "$work/postgres.log" 2>&1 &
-pids+=($!)
-printf 'listener %s 127.0.0.1\nallow_anonymous true\nmax_queued_messages 0\n' "$mqport" > "$work/mosquitto.conf"
-[ "$(id -u)" -eq 0 ] && echo "user root" >> "$work/mosquitto.conf"
-/usr/sbin/mosquitto -c "$work/mosquitto.conf" > "$work/mosquitto.log" 2>&1 &
-pids+=($!)
-until "$pgbin/pg_isready" -q -h 127.0.0.1 -p "$pgport"; do sleep 0.1; done
-db=postgresql://postgres@127.0.0.1:$pgport/postgres
-psql -X -q -v ON_ERROR_STOP=1 -d "$db" -f deploy/backend/parkwise-test-schema.sql
-"$bridge" migrate --database "$db" >/dev/null
+. deploy/dev/bridge-services.sh
+mosquitto_extra=$'max_queued_messages 0\n'
+start_bridge_services "$bridge" -c shared_preload_libraries=pg_stat_statements
 sql() { psql -X -At -d "$db" -c "$1"; }
 
 # Events as an agent sends them: 8 devices, each owning a slice of the 156 spots, seqs from 1.

@@ -4,7 +4,8 @@ import ParkWiseLog
 #endif
 
 /// What the MQTT thread hands the database thread: messages in arrival order. The libmosquitto
-/// callback only appends under the lock; the database thread takes batches, waiting when empty.
+/// callback only appends under the lock; the database thread takes batches, waiting when empty, and makes its
+/// pauses here too, so that a `wake()` (a stop, a new broker connection) reaches it whatever it waits for.
 final class FeedQueue: @unchecked Sendable {
     struct Item: Sendable {
         var topic: String
@@ -13,9 +14,8 @@ final class FeedQueue: @unchecked Sendable {
         var received: Int64
     }
 
-    // Guarded by `mutex`; the consumer waits on `ready`.
-    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    private let ready = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+    // Guarded by `ready`, which the consumer waits on (raised by `wake()`).
+    private let ready = MonotonicCondition()
     private var items: [Item] = []
     private var head = 0
     /// Held at most: beyond, events and retained states are dropped (`takeDropped`), statuses still go in (one per
@@ -23,52 +23,42 @@ final class FeedQueue: @unchecked Sendable {
     /// which brings the retained states back.
     private let limit: Int
     private var dropped = 0
+    /// The consumer waits for items (a push signals only then: not during a pause).
+    private var awaitingItems = false
 
     init(limit: Int = .max) {
         self.limit = limit
-        pthread_mutex_init(mutex, nil)
-        pthread_cond_init(ready, nil)
-    }
-
-    deinit {
-        pthread_cond_destroy(ready)
-        pthread_mutex_destroy(mutex)
-        mutex.deallocate()
-        ready.deallocate()
     }
 
     func push(topic: String, payload: [UInt8]) {
         let item = Item(topic: topic, payload: payload, received: monotonicNanoseconds())
-        pthread_mutex_lock(mutex)
+        ready.lock()
+        defer { ready.unlock() }
         if items.count - head >= limit && !topic.hasSuffix("/status") {
             dropped += 1
-            pthread_mutex_unlock(mutex)
             return
         }
         items.append(item)
-        pthread_cond_signal(ready)
-        pthread_mutex_unlock(mutex)
+        if awaitingItems { ready.signal() }
     }
 
-    /// Wakes a waiting `take` (to stop, or to run periodic work).
+    /// Ends the consumer's wait (a `take` or a `pause`), or its next one if it is not waiting: to stop, or to look at
+    /// what changed (a new broker connection). From any thread.
     func wake() {
-        pthread_mutex_lock(mutex)
-        pthread_cond_signal(ready)
-        pthread_mutex_unlock(mutex)
+        ready.lock()
+        ready.raise()
+        ready.unlock()
     }
 
-    /// Up to `limit` items, oldest first; waits up to `timeoutMs` while there are none.
-    func take(limit: Int, timeoutMs: Int) -> [Item] {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        if head == items.count {
-            var deadline = timespec()
-            clock_gettime(CLOCK_REALTIME, &deadline)
-            let ns = Int(deadline.tv_nsec) + timeoutMs * 1_000_000
-            deadline.tv_sec += ns / 1_000_000_000
-            deadline.tv_nsec = ns % 1_000_000_000
-            _ = pthread_cond_timedwait(ready, mutex, &deadline)
-        }
+    /// Up to `limit` items, oldest first. While there are none, waits until one comes, `wake()` is called or
+    /// `deadline` (`monotonicSeconds()`; nil: none) passes.
+    func take(limit: Int, until deadline: Double?) -> [Item] {
+        ready.lock()
+        defer { ready.unlock() }
+        awaitingItems = true
+        while head == items.count && !ready.raised && ready.wait(until: deadline) {}
+        awaitingItems = false
+        ready.raised = false
         let end = min(items.count, head + limit)
         let batch = Array(items[head..<end])
         head = end
@@ -79,16 +69,24 @@ final class FeedQueue: @unchecked Sendable {
         return batch
     }
 
+    /// The consumer's pause (a backoff, a deadlock's retry): waits until `wake()` is called or `deadline`
+    /// (`monotonicSeconds()`) passes; items pushed meanwhile do not end it. True when woken.
+    func pause(until deadline: Double) -> Bool {
+        ready.lock()
+        defer { ready.unlock() }
+        return ready.waitRaised(until: deadline)
+    }
+
     /// Messages dropped since the last call, the queue being full.
     func takeDropped() -> Int {
-        pthread_mutex_lock(mutex)
-        defer { dropped = 0; pthread_mutex_unlock(mutex) }
+        ready.lock()
+        defer { dropped = 0; ready.unlock() }
         return dropped
     }
 
     var count: Int {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
+        ready.lock()
+        defer { ready.unlock() }
         return items.count - head
     }
 }

@@ -15,6 +15,9 @@ import Glibc
 /// nothing received is dropped while the process lives; after a crash, or a stop the database held
 /// past `stop_grace`, the retained states and a rebirth request rebuild what was received but not
 /// committed.
+///
+/// No thread polls: the main thread waits for its events (the first broker connection, a stop, the start's
+/// deadline), the database thread for messages, a wake-up or its own deadlines (see `DatabaseLoop`).
 final class BridgeRuntime: Sendable {
     struct Settings: Sendable {
         var databaseURL: String
@@ -32,17 +35,22 @@ final class BridgeRuntime: Sendable {
     /// The link thread's latest broker connection number (0: never connected).
     private let connection = ConnectionNumber()
     private let done = DispatchSemaphore(value: 0)
+    /// Rung for the main thread: a broker connection, a stop requested.
+    private let events = Doorbell()
     /// Messages the database loop gave up at the stop (0: all committed).
     private let abandoned = Atomic<Int>(0)
 
     init(settings: Settings) {
         self.settings = settings
         queue = FeedQueue(limit: settings.config.holdAtMost)
-        let queue = self.queue, connection = self.connection
+        let queue = self.queue, connection = self.connection, events = self.events
         link = MQTTLink(settings: settings.link) { event in
             switch event {
             case .message(let topic, let payload): queue.push(topic: topic, payload: payload)
-            case .connected(_, let number): connection.value.store(number, ordering: .releasing); queue.wake()
+            case .connected(_, let number):
+                connection.value.store(number, ordering: .releasing)
+                queue.wake()
+                events.ring()
             case .disconnected, .acknowledged: break
             }
         }
@@ -52,20 +60,22 @@ final class BridgeRuntime: Sendable {
     func requestStop() {
         stopping.store(true, ordering: .releasing)
         queue.wake()
+        events.ring()
     }
 
     /// Runs until stopped; returns the exit code. `db` is the connection the start-up checks used.
     func run(db: PostgresConnection, knownFeeds: [DeviceKey: DeviceGate.Feed]) -> Int32 {
         nonisolated(unsafe) let first = db
         let worker = DedicatedThread { [self] in
+            nameThread("pw-database")
             var loop = DatabaseLoop(runtime: self, db: first, gate: DeviceGate(config: settings.config, known: knownFeeds))
             abandoned.store(loop.run(), ordering: .releasing)
             done.signal()
         }
         link.start()
         let deadline = monotonicSeconds() + settings.startTimeout
-        while connection.value.load(ordering: .acquiring) == 0 && !stopping.load(ordering: .acquiring) {
-            if monotonicSeconds() > deadline {
+        while connectionNumber == 0 && !isStopping {
+            if !events.wait(until: deadline) && connectionNumber == 0 && !isStopping {
                 Log.error("cannot reach the broker", ["brokers": settings.link.brokers.map(\.description).joined(separator: ","),
                                                       "waited_s": Int(settings.startTimeout)])
                 stopping.store(true, ordering: .releasing)
@@ -75,11 +85,12 @@ final class BridgeRuntime: Sendable {
                 worker.join()
                 return ExitCode.failure
             }
-            sleepThread(microseconds: 20_000)
         }
-        Log.info("bridge running", ["subscriptions": settings.link.subscriptions.joined(separator: ","),
-                                    "client_id": settings.link.clientID])
-        while !stopping.load(ordering: .acquiring) { sleepThread(microseconds: 50_000) }
+        if connectionNumber > 0 {   // not when a stop came first
+            Log.info("bridge running", ["subscriptions": settings.link.subscriptions.joined(separator: ","),
+                                        "client_id": settings.link.clientID])
+        }
+        while !isStopping { _ = events.wait() }
         // Stop taking messages (the broker keeps queueing for this persistent session), then drain.
         link.stop()
         linkStopped.store(true, ordering: .releasing)

@@ -15,6 +15,10 @@ import Glibc
 /// transaction left nothing, and every write is idempotent or ordered by the device's seq.
 /// So is a data error raised by a statement of the whole batch (`WholeStatement`: a rule someone added to a table
 /// the bridge writes), and a batch cancelled by the site's `statement_timeout` is cut in half first (`BatchLimit`).
+///
+/// It never polls: every wait (for messages, a backoff, a deadlock's retry) is on the feed queue's condition, until a
+/// message, a wake-up (a stop, a broker connection) or its next real deadline (the sweep, the backoff's end, the
+/// stop's grace, the minute's figures). Idle, it wakes once per `reassert_every`.
 struct DatabaseLoop {
     let runtime: BridgeRuntime
     var applier: Applier?
@@ -68,7 +72,7 @@ struct DatabaseLoop {
             }
             if pending.isEmpty {
                 if runtime.isStopping && runtime.isDrained { break }
-                let items = runtime.feed.take(limit: limit.current, timeoutMs: 200)
+                let items = runtime.feed.take(limit: limit.current, until: idleDeadline())
                 pending = gate.admit(items.map { FeedMessage.decode(topic: $0.topic, payload: $0.payload) })
                 pendingReceived = items.map(\.received)
             }
@@ -93,6 +97,7 @@ struct DatabaseLoop {
                 collisions = 0
                 outage.ended()
                 explained = nil
+                logStats(force: false)
             } catch {
                 failed(applier, error, size: 0)
             }
@@ -170,7 +175,7 @@ struct DatabaseLoop {
         if error.isTransient && collisions < 5 {
             collisions += 1
             Log.debug("batch retried", ["error": error])   // a deadlock or serialization failure
-            sleepThread(microseconds: UInt32.random(in: 10_000...100_000))
+            _ = runtime.feed.pause(until: monotonicSeconds() + Double.random(in: 0.01...0.1))
             return
         }
         // A privilege refused: said with its fix, and held like any other fault (granted later, nothing is lost).
@@ -220,12 +225,29 @@ struct DatabaseLoop {
     }
 
     /// Waits 1, 2, 4 … 30 s (less a random part, so that bridges do not retry in step); a stop
-    /// waits at most until its grace is over.
+    /// waits at most until its grace is over. Messages coming in do not end it; a stop asked meanwhile shortens it.
     private mutating func backoff() {
         attempt += 1
         let delay = min(30.0, Double(1 << min(attempt - 1, 5))) * Double.random(in: 0.5...1.0)
         let until = monotonicSeconds() + delay
-        while monotonicSeconds() < until && !graceOver() { sleepThread(microseconds: 20_000) }
+        while !graceOver() {
+            let end = min(until, stopDeadline ?? .infinity)
+            guard monotonicSeconds() < end else { return }
+            _ = runtime.feed.pause(until: end)   // woken: a stop, which brings its deadline
+        }
+    }
+
+    /// How long an empty queue is waited for: not at all when there is work to do now (the database failing: the
+    /// backoff was the wait; a new broker connection or an overflow's end to answer with rebirths); otherwise until
+    /// a message comes, a wake-up (a stop, a broker connection) or the next of the loop's own deadlines: the sweep
+    /// (`reassert_every`, once the bridge has started) and the minute's figures (when there are any).
+    private func idleDeadline() -> Double? {
+        let number = runtime.connectionNumber
+        if applier == nil || outage.total > 0 || rebirthEveryOnline || number != seenConnection { return monotonicSeconds() }
+        var deadline: Double?
+        if number > 0 { deadline = sweep.due }
+        if stats.batches > 0 { deadline = min(deadline ?? .infinity, stats.since + 60) }
+        return deadline
     }
 
     /// A stop was asked for `stop_grace` ago while the database is failing.
@@ -266,6 +288,7 @@ struct DatabaseLoop {
         for key in try sweep.run(applier) { runtime.rebirth(key) }
     }
 
+    /// The figures of the last minute (at least), once there are any: after a commit, and when idle at the minute.
     private mutating func logStats(force: Bool) {
         let elapsed = monotonicSeconds() - stats.since
         guard force || elapsed >= 60, stats.batches > 0 else { return }

@@ -22,6 +22,9 @@ struct Sweep {
 
     init(config: BridgeConfig) { self.config = config }
 
+    /// When the next sweep is due (`monotonicSeconds()`).
+    var due: Double { next }
+
     /// Runs when due; returns the devices to ask for a rebirth.
     mutating func run(_ applier: Applier) throws(ApplyError) -> Set<DeviceKey> {
         let now = monotonicSeconds()
