@@ -61,7 +61,7 @@ let package = Package(
         // The wire contract: topic names and payloads, shared by agent, monitor and backend bridge.
         .target(name: "ParkWiseContract", path: "Sources/Contract"),
         // The system-I/O layer at the bottom: whole files read and replaced durably (fsync), their failures.
-        .target(name: "SystemIO", path: "Sources/SystemIO"),
+        .target(name: "SystemIO", path: "Sources/SystemIO", exclude: ["README.md"]),
         // One-line key=value logs to stderr.
         .target(name: "ParkWiseLog", path: "Sources/Log"),
         // YAML file -> ConfigNode tree (libyaml), handed to the core's config reader.
@@ -72,9 +72,11 @@ let package = Package(
         // Traffic simulator and trace replay: line changes without a board.
         .target(name: "Simulation", dependencies: ["ParkWiseCore"], path: "Sources/Simulation"),
         // The host's service setup: the systemd unit's sandbox and user, broker credentials, TLS certificates.
-        .target(name: "ServiceSetup", dependencies: ["ParkWiseContract", "ParkWiseLog", "SystemIO"], path: "Sources/ServiceSetup"),
+        .target(name: "ServiceSetup", dependencies: ["ParkWiseContract", "ParkWiseLog", "SystemIO"], path: "Sources/ServiceSetup",
+                exclude: ["README.md"]),
         // Outbox and MQTT session (libmosquitto).
-        .target(name: "Uplink", dependencies: ["ParkWiseContract", "ParkWiseLog", "SystemIO", "ServiceSetup", "CMosquitto"], path: "Sources/Uplink"),
+        .target(name: "Uplink", dependencies: ["ParkWiseContract", "ParkWiseLog", "SystemIO", "ServiceSetup", "CMosquitto"], path: "Sources/Uplink",
+                exclude: ["README.md"]),
         // PostgreSQL through libpq: one owner per handle, parameterized statements only.
         .target(name: "Postgres", dependencies: ["CPostgres"], path: "Sources/Postgres"),
         // Command-line conventions shared by the agent and the bridge: specs, help, exit codes, signals.
@@ -84,14 +86,14 @@ let package = Package(
         .target(name: "AgentKit",
                 dependencies: ["ParkWiseCore", "ParkWiseContract", "ParkWiseLog", "ParkWiseCLI", "ConfigFile",
                                "GPIO", "Simulation", "Uplink", "ServiceSetup", "SystemIO", "CTimex"],
-                path: "Sources/AgentKit"),
+                path: "Sources/AgentKit", exclude: ["README.md"]),
         // The agent's executable: signals, then AgentKit's commands.
         .executableTarget(name: "parkwise-agent", dependencies: ["AgentKit", "ParkWiseCLI"], path: "Sources/Agent"),
         // The backend half: MQTT feed -> ParkWise's PostgreSQL tables.
         .executableTarget(name: "parkwise-bridge",
                           dependencies: ["ParkWiseCore", "ParkWiseContract", "ParkWiseLog", "ParkWiseCLI", "ConfigFile", "Uplink",
                                          "ServiceSetup", "SystemIO", "Postgres"],
-                          path: "Sources/Bridge"),
+                          path: "Sources/Bridge", exclude: ["README.md"]),
         // Release-mode benchmarks: swift run -c release parkwise-bench
         .executableTarget(name: "parkwise-bench",
                           dependencies: ["ParkWiseCore", "Simulation", "ConfigFile", "ParkWiseContract", "Uplink"],
