@@ -55,9 +55,15 @@ private struct TreeBuilder {
     /// A config nests five levels at most; a file nested deeper is not a config (and would exhaust the stack).
     static let maxDepth = 32
 
-    enum Open {
-        case sequence(Mark, [ConfigNode])
-        case mapping(Mark, [(key: ConfigNode, value: ConfigNode)], pendingKey: ConfigNode?)
+    /// A sequence or mapping being read. A struct mutated where it lies in `stack` (`stack[last].items.append`):
+    /// taking it out of the stack to append and putting it back copied its whole array at every item, O(n²) in a
+    /// list's length (a 60,000-spot list took 49 s).
+    struct Open {
+        var mark: Mark
+        var isMapping: Bool
+        var items: [ConfigNode] = []
+        var pairs: [(key: ConfigNode, value: ConfigNode)] = []
+        var pendingKey: ConfigNode?
     }
 
     let file: String
@@ -73,18 +79,16 @@ private struct TreeBuilder {
             let s = event.data.scalar
             try refuse(tag: s.tag, at: mark)
             let text = String(decoding: UnsafeBufferPointer(start: s.value, count: s.length), as: UTF8.self)
-            try add(ConfigNode(.scalar(text, plain: s.style == YAML_PLAIN_SCALAR_STYLE), at: mark))
+            add(ConfigNode(.scalar(text, plain: s.style == YAML_PLAIN_SCALAR_STYLE), at: mark))
         case YAML_SEQUENCE_START_EVENT:
             try refuse(tag: event.data.sequence_start.tag, at: mark)
-            try open(.sequence(mark, []), at: mark)
+            try open(Open(mark: mark, isMapping: false), at: mark)
         case YAML_MAPPING_START_EVENT:
             try refuse(tag: event.data.mapping_start.tag, at: mark)
-            try open(.mapping(mark, [], pendingKey: nil), at: mark)
+            try open(Open(mark: mark, isMapping: true), at: mark)
         case YAML_SEQUENCE_END_EVENT, YAML_MAPPING_END_EVENT:
-            switch stack.removeLast() {
-            case .sequence(let m, let items): try add(ConfigNode(.sequence(items), at: m))
-            case .mapping(let m, let pairs, _): try add(ConfigNode(.mapping(pairs), at: m))
-            }
+            let done = stack.removeLast()
+            add(ConfigNode(done.isMapping ? .mapping(done.pairs) : .sequence(done.items), at: done.mark))
         case YAML_ALIAS_EVENT:
             throw ConfigIssues([ConfigIssue(file: file, mark: mark, message: "YAML aliases (*name) are not supported",
                                             hint: "write the value out in full")])
@@ -117,22 +121,19 @@ private struct TreeBuilder {
                                             : "remove the tag and write the value itself")])
     }
 
-    private mutating func add(_ node: ConfigNode) throws(ConfigIssues) {
-        guard let top = stack.popLast() else {
+    private mutating func add(_ node: ConfigNode) {
+        guard !stack.isEmpty else {
             root = node
             return
         }
-        switch top {
-        case .sequence(let m, var items):
-            items.append(node)
-            stack.append(.sequence(m, items))
-        case .mapping(let m, var pairs, let key):
-            if let key {
-                pairs.append((key: key, value: node))
-                stack.append(.mapping(m, pairs, pendingKey: nil))
-            } else {
-                stack.append(.mapping(m, pairs, pendingKey: node))
-            }
+        let top = stack.count - 1
+        if !stack[top].isMapping {
+            stack[top].items.append(node)
+        } else if let key = stack[top].pendingKey {
+            stack[top].pairs.append((key: key, value: node))
+            stack[top].pendingKey = nil
+        } else {
+            stack[top].pendingKey = node
         }
     }
 }

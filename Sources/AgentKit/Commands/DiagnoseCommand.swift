@@ -25,7 +25,7 @@ enum DiagnoseCommand {
     static func run(_ args: ParsedArguments) -> Int32 {
         let config: AgentConfig
         do { config = try ConfigFile.load(path: args.option("config")!) } catch {
-            printError(error.description)
+            printConfigIssues(error)
             return ExitCode.config
         }
         let opened = SourceChoice.open(args, config: config, command: spec)

@@ -15,7 +15,7 @@ enum LinesCommand {
         var config: AgentConfig?
         if let path = args.option("config") {
             do { config = try ConfigFile.load(path: path) } catch {
-                printError(error.description)
+                printConfigIssues(error)
                 return ExitCode.config
             }
         }

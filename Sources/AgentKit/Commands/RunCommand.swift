@@ -37,7 +37,7 @@ enum RunCommand {
         var config: AgentConfig
         let configHash: String
         do { (config, configHash) = try ConfigFile.loadFingerprinted(path: path) } catch {
-            printError(error.description)
+            printConfigIssues(error)
             return ExitCode.config
         }
         if let url = args.option("broker") {
@@ -55,7 +55,7 @@ enum RunCommand {
         }
         let credentials: Credentials?
         do { credentials = try LinkFiles.check(config.mqtt, configPath: path) } catch {
-            printError(error.description)
+            printConfigIssues(error)
             return ExitCode.config
         }
         if let credentials, credentials.username != config.device {

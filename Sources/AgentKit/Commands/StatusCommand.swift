@@ -32,7 +32,7 @@ enum StatusCommand {
         var outbox = args.option("outbox")
         if outbox == nil, let path = args.option("config") {
             do { outbox = try ConfigFile.load(path: path).outbox.path } catch {
-                printError(error.description)
+                printConfigIssues(error)
                 return ExitCode.config
             }
         }

@@ -5,6 +5,19 @@ public struct ConfigReader {
     private(set) var issues: [ConfigIssue] = []
     /// Every input read, even of lanes and spots rejected for other reasons, to find lines used twice.
     private(set) var inputsSeen: [InputConfig] = []
+    /// Hints that name every level, built once per wrong name: a city's file that repeats one wrong level on
+    /// thousands of spots would otherwise compare it with each level, and sort and join them all, at every spot.
+    private var levelHints: [LevelHintKey: String] = [:]
+    private var sortedLevelIDs: [String]?
+
+    private enum LevelHintKey: Hashable {
+        /// `did you mean …? known: …` for a wrong level name.
+        case unknown(String, withOutside: Bool)
+        /// The ids joined.
+        case known(withOutside: Bool)
+        /// For a spot id that starts with no level.
+        case idWithoutLevel
+    }
 
     public init(file: String) { self.file = file }
 
@@ -239,14 +252,14 @@ public struct ConfigReader {
         if let l = map["level"] {
             level = string(l, what: "a level id")
             if let name = level, !levelIDs.contains(name) {
-                report(l.mark, "spot \(id) is on unknown level '\(name)'", hint: levelHint(name, levelIDs))
+                report(l.mark, "spot \(id) is on unknown level '\(name)'", hint: levelHint(name, levelIDs, withOutside: false))
                 level = nil
             }
         } else {
             let prefix = String(id.prefix(while: { $0 != "-" }))
             if levelIDs.contains(prefix) { level = prefix } else if !levelIDs.isEmpty {
                 report(idNode.mark, "spot \(id) names no known level",
-                       hint: "start the id with its level (e.g. P2-A-01) or add `level:`; levels: \(levelIDs.sorted().joined(separator: ", "))")
+                       hint: idWithoutLevelHint(levelIDs))
             }
         }
         if let pattern, let level, !pattern.matches(id, level: level) {
@@ -340,10 +353,14 @@ public struct ConfigReader {
     }
 
     private mutating func checkCapacities(levels: [LevelConfig], spots: [SpotConfig]) {
+        // One pass over the spots, not one per level (500 levels of a city's 60,000 spots: 30 million compares).
+        var onLevel: [String: (count: Int, firstInput: Mark)] = [:]
+        for spot in spots {
+            onLevel[spot.level, default: (0, spot.input.mark)].count += 1
+        }
         for level in levels {
-            let count = spots.count(where: { $0.level == level.id })
-            if count > level.capacity, let first = spots.first(where: { $0.level == level.id }) {
-                report(first.input.mark, "level \(level.id) has capacity \(level.capacity) but \(count) spots are configured on it",
+            if let (count, firstInput) = onLevel[level.id], count > level.capacity {
+                report(firstInput, "level \(level.id) has capacity \(level.capacity) but \(count) spots are configured on it",
                        hint: "raise the level's capacity to at least \(count), or move spots to their real level")
             }
         }
@@ -353,13 +370,44 @@ public struct ConfigReader {
         guard let name = string(node, what: "an area") else { return nil }
         // Without any level read, the missing levels were reported already.
         if name == "outside" || levelIDs.contains(name) || levelIDs.isEmpty { return name }
-        report(node.mark, "lane points at unknown level '\(name)'", hint: levelHint(name, levelIDs + ["outside"]))
+        report(node.mark, "lane points at unknown level '\(name)'", hint: levelHint(name, levelIDs, withOutside: true))
         return nil
     }
 
-    private func levelHint(_ name: String, _ ids: some Collection<String>) -> String {
-        (suggestion(for: name, among: ids).map { "did you mean '\($0)'? " } ?? "")
-            + "known: \(ids.sorted().joined(separator: ", "))"
+    /// `did you mean 'P2'? known: P2, outside`. The closest level is looked for in sorted order (then `outside`), so
+    /// of equally close ones the hint names the first: in a Set's order it changed from one run to the next.
+    /// `levelIDs` are the same at every call of one read.
+    private mutating func levelHint(_ name: String, _ levelIDs: Set<String>, withOutside: Bool) -> String {
+        let key = LevelHintKey.unknown(name, withOutside: withOutside)
+        if let hint = levelHints[key] { return hint }
+        let sorted = sortedLevels(levelIDs)
+        let hint = (suggestion(for: name, among: withOutside ? sorted + ["outside"] : sorted).map { "did you mean '\($0)'? " } ?? "")
+            + "known: \(knownLevels(levelIDs, withOutside: withOutside))"
+        levelHints[key] = hint
+        return hint
+    }
+
+    /// The level ids (and `outside`) sorted and joined, built once per read.
+    private mutating func knownLevels(_ levelIDs: Set<String>, withOutside: Bool) -> String {
+        let key = LevelHintKey.known(withOutside: withOutside)
+        if let text = levelHints[key] { return text }
+        let text = (withOutside ? (sortedLevels(levelIDs) + ["outside"]).sorted() : sortedLevels(levelIDs)).joined(separator: ", ")
+        levelHints[key] = text
+        return text
+    }
+
+    private mutating func idWithoutLevelHint(_ levelIDs: Set<String>) -> String {
+        if let hint = levelHints[.idWithoutLevel] { return hint }
+        let hint = "start the id with its level (e.g. P2-A-01) or add `level:`; levels: \(knownLevels(levelIDs, withOutside: false))"
+        levelHints[.idWithoutLevel] = hint
+        return hint
+    }
+
+    private mutating func sortedLevels(_ levelIDs: Set<String>) -> [String] {
+        if let sorted = sortedLevelIDs { return sorted }
+        let sorted = levelIDs.sorted()
+        sortedLevelIDs = sorted
+        return sorted
     }
 
     // MARK: - Typed values
