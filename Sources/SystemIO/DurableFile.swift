@@ -19,6 +19,12 @@ public enum DurableFile {
             return Failure(what(), code: code)
         }
 
+        /// A failure no call's errno describes (a file of the wrong type or size): `message` says it all.
+        public init(message: String, code: Int32 = 0) {
+            self.message = message
+            self.code = code
+        }
+
         public var description: String { message }
     }
 
@@ -26,7 +32,8 @@ public enum DurableFile {
     /// Returns what failed, or nil.
     public static func replace(path: String, with bytes: [UInt8]) -> Failure? {
         let temp = path + ".tmp"
-        let fd = open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        // Neither through a symbolic link nor waiting on a FIFO left at the temp file's name: such a name fails the save.
+        let fd = open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0o644)
         guard fd >= 0 else { return .errno("open \(temp)") }
         var problem = writeAll(fd, bytes).map { Failure("write \(temp)", code: $0) }
         if problem == nil && fsync(fd) != 0 { problem = .errno("fsync \(temp)") }
@@ -84,6 +91,54 @@ public enum DurableFile {
     /// The whole file, or nil when it does not exist or cannot be read.
     public static func read(path: String) -> [UInt8]? {
         try? WholeFile.read(path).get()
+    }
+
+    /// What `readState` found.
+    public enum StateRead {
+        /// Nothing at the path.
+        case absent
+        case bytes([UInt8])
+        /// A regular file larger than the limit: not read.
+        case tooLarge(Failure)
+        /// Not readable as a regular file (its type, or the errno of the call that failed).
+        case unreadable(Failure)
+    }
+
+    /// A state file the agent keeps (the outbox, the device state, the sequence ledger), read only when it is a regular
+    /// file of at most `limit` bytes (see `WholeFile.read(_:limit:)`); what is wrong is said for a technician (the path,
+    /// what it is, the errno).
+    public static func readState(path: String, limit: Int) -> StateRead {
+        switch WholeFile.read(path, limit: limit) {
+        case .success(let bytes):
+            return .bytes(bytes)
+        case .failure(let failure) where failure.errno == ENOENT:
+            return .absent
+        case .failure(let failure):
+            if let what = failure.notRegular {
+                return .unreadable(Failure(message: "\(path) is \(what), not a regular file", code: failure.errno))
+            }
+            if let size = failure.tooLarge {
+                return .tooLarge(Failure(message: "\(path) holds \(size) bytes or more, more than the \(limit) it can hold"))
+            }
+            return .unreadable(Failure("read \(path)", code: failure.errno))
+        }
+    }
+
+    /// Something other than a regular file where the agent keeps one of its state files (a symbolic link, a FIFO, a
+    /// device, a socket: it never makes any of them) is moved aside as `PATH.not-regular-TIME`, so that a start neither
+    /// follows it, nor waits on it, nor reads it without end, and a new file can take its place. Returns what was done,
+    /// for the log (nil: nothing such there; a directory is left alone, as a start cannot use it and says so), or the
+    /// failure of the rename.
+    public static func setAsideIfNotRegular(_ path: String) -> Result<String?, Failure> {
+        var st = stat()
+        guard lstat(path, &st) == 0, st.st_mode & S_IFMT != S_IFREG, st.st_mode & S_IFMT != S_IFDIR,
+              let what = WholeFile.kind(path) else { return .success(nil) }
+        let aside = path + ".not-regular-\(time(nil))"
+        guard rename(path, aside) == 0 else {
+            return .failure(.errno("\(path) is \(what), not a regular file, and cannot be moved aside: rename"))
+        }
+        syncDirectory(of: path)
+        return .success("\(path) was \(what), not a regular file: moved aside as \(aside)")
     }
 
     /// Creates a directory and its parents (mode 0750). Returns what failed, or nil.

@@ -79,7 +79,7 @@ final class AgentRuntime: @unchecked Sendable {
     private var instantNow: MonotonicInstant { clock.instant(real: realNow()) }
 
     init(config: AgentConfig, source: LineSource, clock: AgentClock, credentials: Credentials?,
-         options: Options) throws(DeviceState.Exhausted) {
+         options: Options) throws(DeviceState.Refused) {
         self.config = config
         self.options = options
         readOnlyAtStart = options.readOnly
@@ -111,15 +111,20 @@ final class AgentRuntime: @unchecked Sendable {
         let outbox: any Outbox
         var outboxHighest: UInt64 = 0
         do {
-            let (durable, problems) = try DurableOutbox.open(directory: config.outbox.path, capacity: config.outbox.capacity)
+            let (durable, problems) = try DurableOutbox.open(directory: config.outbox.path, capacity: config.outbox.capacity,
+                                                             eventsKept: ConfigDefaults.outboxCapacityLimit)
             outbox = durable
             for problem in problems { Log.warn("outbox repaired at start", ["problem": problem]) }
             startProblems = problems.filter { $0.contains("damaged") }
             // Whatever the outbox lost, and whatever seqs the last run may have used that nothing
             // accounts for (a crash, a lost file), is declared: a gap in seq is never silent.
             for range in durable.lostAtOpen { if let range = stamper.state.undeclared(range) { stamper.state.addDrops(range) } }
+            stamper.state.declareLostState(kept: Set(durable.pending.map(\.event.seq)).union(durable.acknowledgedAtOpen))
             if let range = stamper.state.unaccounted(outboxHighest: durable.highestSeq) { stamper.state.declareUnaccounted(range) }
             outboxHighest = durable.highestSeq
+        } catch where error.code == .newerFormat {
+            // (Checked before anything was written; this is a newer record further in than the first.)
+            throw DeviceState.Refused(code: .newerFormat, message: error.message)
         } catch {
             Log.error("outbox unusable, events kept in memory only", ["dir": config.outbox.path, "error": error.message])
             outbox = MemoryOutbox(capacity: config.outbox.capacity)
@@ -448,6 +453,13 @@ final class AgentRuntime: @unchecked Sendable {
         defer { if outermost { stamper.wallOffset = nil } }
         stamper.state.settle(oldestPending: session.oldestPendingSeq)
         // In seq order (device events were stamped when they happened, before this batch's garage events).
+        let room = Int(clamping: stamper.state.seqsLeft)
+        if events.count > room {
+            // No seq left (see `DeviceState.lastSeq`): what the garage does is no event any more, said and counted;
+            // its retained states stay true. No seq is reused, none goes past what the next start reads.
+            seqsExhausted.occurred(events.count - room, ["last_seq": DeviceState.lastSeq, "hint": Self.seqsExhaustedHint])
+            events.removeLast(events.count - room)
+        }
         let entries = (events.map { stamper.stamp($0, synced: clockSynced) } + deviceEvents).sorted { $0.event.seq < $1.event.seq }
         events.removeAll(keepingCapacity: true)
         deviceEvents.removeAll()
@@ -478,14 +490,23 @@ final class AgentRuntime: @unchecked Sendable {
     /// Events about the device itself, sent with the next flush.
     private var deviceEvents: [OutboxEntry] = []
 
+    /// Events not stamped once the seqs are used up: one log line per streak (it never ends: only moving the state
+    /// directory aside starts the count again).
+    private var seqsExhausted = LogStreak(.error, "sequence numbers used up, events not stamped (retained states still published)",
+                                          ended: "")
+    private static let seqsExhaustedHint = "once the backend has every event, stop the agent and move the state directory "
+        + "aside (counts restart at 1)"
+
     private func deviceEvent(_ type: String, _ fill: (inout EventPayload) -> Void) {
+        guard stamper.state.seqsLeft > 0 else { return seqsExhausted.occurred(1, ["type": type, "hint": Self.seqsExhaustedHint]) }
         deviceEvents.append(stamper.stampDevice(type: type, at: instantNow, synced: clockSynced, fill))
     }
 
     /// Declares the events a full outbox gave up, so the backend sees a gap it can explain: one
     /// announcement at a time, kept on disk until the broker acknowledges it.
     private func announceDrops() {
-        guard session.isConnected, stamper.state.announcement == nil, let drops = stamper.state.drops else { return }
+        guard session.isConnected, stamper.state.announcement == nil, let drops = stamper.state.drops,
+              stamper.state.seqsLeft > 0 else { return }
         Log.warn("announcing dropped events", ["count": drops.count, "first_seq": drops.firstSeq, "last_seq": drops.lastSeq])
         tracker.dropsDeclared += drops.count
         let entry = stamper.stampDevice(type: "outbox.dropped", at: instantNow, synced: clockSynced) {

@@ -57,28 +57,52 @@ struct DeviceState {
         }
     }
 
-    /// The highest `boot` or `seq` a state file or an outbox may hold: 2^53, the largest whole number
-    /// every JSON reader keeps exact. A higher one was damaged or forged, and counting on from it would wrap.
+    /// 2^53, the largest whole number every JSON reader keeps exact: a `boot` or `seq` at or above it in a state file
+    /// or an outbox was damaged or forged, and counting on from it would wrap.
     static let highestCount: UInt64 = 1 << 53
 
-    /// A count read from disk that the agent cannot go on from (a start would crash or reuse numbers).
-    struct Exhausted: Error, CustomStringConvertible {
-        var description: String
+    /// The last seq this agent hands out (2^53 - 2^32): a start refuses a higher one, and a run never reserves beyond
+    /// it, so the agent never writes a count it would refuse to read, and the backend's arithmetic on seqs (a gap's
+    /// `last_seq + 1`) stays exact. At the device's real rate (a few events a second) it is never reached; a file that
+    /// holds more was damaged or forged. A run that reaches it stamps no more events (see `seqsLeft`).
+    static let lastSeq: UInt64 = highestCount - (1 << 32)
+
+    /// The last `boot` a start may read: the one it counts stays below 2^53.
+    static let lastBoot: UInt64 = highestCount - 2
+
+    /// Why a start cannot go on from its state directory: a count at its end, or a file of a newer format. The agent
+    /// exits 78 (systemd does not restart into the same wall) and changes nothing on disk.
+    struct Refused: Error, CustomStringConvertible {
+        enum Code: String { case countExhausted = "count_exhausted", newerFormat = "newer_format" }
+        var code: Code
+        /// What is wrong and what to do, for a technician.
+        var message: String
+        var description: String { message }
     }
 
+    /// Seqs this run may still hand out (see `lastSeq`).
+    var seqsLeft: UInt64 { Self.lastSeq - min(seq, Self.lastSeq) }
+
+    /// The state file was lost while the ledger says how far the last run went: both copies unreadable, impossible, or
+    /// gone. Its drops and announcement are lost with it, and `declareLostState` declares what nothing else accounts for.
+    private(set) var stateLost = false
+
     /// Loads the state and counts this start. Without a usable directory it keeps it in memory.
-    init(directory: String) throws(Exhausted) {
+    init(directory: String) throws(Refused) {
         if let problem = DurableFile.makeDirectory(directory) {
             Log.error("state directory unusable, sequence numbers restart at 1", ["dir": directory, "error": problem])
             path = nil
             directoryProblem = "state directory \(directory) unusable (\(problem)): sequence numbers restart at 1 at every start"
         } else {
             path = directory + "/device-state.json"
+            // Before anything is read as damage, repaired or written: a newer agent's files are refused as they are.
+            if let newer = StateFormat.check(directory: directory) { throw Refused(code: .newerFormat, message: newer.message) }
         }
-        let stored = path.flatMap(DeviceState.load)
+        let loaded = try path.map(DeviceState.load)
+        let stored = loaded?.stored
         if let path, let stored {
-            try Self.check(stored.boot, "boot", in: path)
-            try Self.check(stored.seq, "seq", in: path)
+            try Self.check(stored.boot, "boot", in: loaded?.path ?? path)
+            try Self.check(stored.seq, "seq", in: loaded?.path ?? path)
             boot = stored.boot
             seq = stored.seq
             laneCounts = stored.laneCounts ?? [:]
@@ -87,25 +111,33 @@ struct DeviceState {
         }
         do {
             if path != nil {
-                let (opened, last, damaged) = try SeqLedger.open(path: directory + "/seq.ledger")
+                let (opened, last, damaged, problems) = try SeqLedger.open(path: directory + "/seq.ledger")
                 if damaged { Log.error("sequence ledger unreadable, device-state.json and the outbox decide", ["path": opened.path]) }
+                for problem in problems { Log.error("sequence ledger repaired at start", ["problem": problem]) }
                 ledger = opened
                 previousRun = last
             } else {
                 ledger = nil
             }
+        } catch where error.code == .newerFormat {
+            throw Refused(code: .newerFormat, message: error.message)
         } catch {
             Log.error("sequence ledger unusable, sequence numbers kept in device-state.json only", ["error": error.message])
             ledger = nil
+        }
+        if let previousRun, let ledger {
+            try Self.check(previousRun.boot, "boot", in: ledger.path)
+            try Self.check(previousRun.reserved, "seq", in: ledger.path)
+            if stored == nil && loaded?.lost == true {
+                stateLost = true
+                Log.error("device state lost, the sequence ledger decides: the last run's unsettled seqs are declared",
+                          ["path": path ?? directory, "settled": previousRun.settled, "reserved": previousRun.reserved])
+            }
         }
         if previousRun == nil, let stored {
             // The ledger is gone or unreadable (or this is the first start since it exists): the
             // state file's count is all there is to go on, and where it ends nothing is known.
             previousRun = SeqLedger.Entry(boot: stored.boot, reserved: stored.seq, settled: 0, clean: false)
-        }
-        if let previousRun, let ledger {
-            try Self.check(previousRun.boot, "boot", in: ledger.path)
-            try Self.check(previousRun.reserved, "seq", in: ledger.path)
         }
         boot = max(boot, previousRun?.boot ?? 0) + 1
         seq = max(seq, previousRun?.reserved ?? 0)
@@ -116,21 +148,70 @@ struct DeviceState {
         save()
     }
 
-    /// The newest readable copy of the stored state: the file, else its backup.
-    private static func load(_ path: String) -> Stored? {
+    /// The newest usable copy of the stored state: the file, else its backup, and which it was. A copy is used only
+    /// when it is a regular file of at most `sizeLimit` bytes whose JSON decodes and whose fields are in range and in
+    /// order (see `impossibility`); anything else is moved aside (`.corrupt`, or `.not-regular-TIME` for a symbolic
+    /// link, a FIFO or a device) and said. `lost`: neither copy was usable though one was there, or neither was there.
+    private static func load(_ path: String) throws(Refused) -> (stored: Stored?, path: String, lost: Bool) {
         for candidate in [path, path + ".bak"] {
-            guard let bytes = DurableFile.read(path: candidate) else { continue }
-            if let stored = try? JSONDecoder().decode(Stored.self, from: Data(bytes)) { return stored }
-            Log.error("device state unreadable, kept aside", ["path": candidate])
+            // Both copies, the one not read too: its next save would otherwise wait on a FIFO or write through a link.
+            switch DurableFile.setAsideIfNotRegular(candidate) {
+            case .success(let done): if let done { Log.error("device state unreadable, kept aside", ["problem": done]) }
+            case .failure(let failure): Log.error("device state unreadable", ["path": candidate, "error": failure])
+            }
+        }
+        for candidate in [path, path + ".bak"] {
+            let problem: String
+            switch DurableFile.readState(path: candidate, limit: sizeLimit) {
+            case .absent:
+                continue
+            case .unreadable(let failure):
+                Log.error("device state unreadable", ["path": candidate, "error": failure])
+                continue
+            case .tooLarge(let failure):
+                problem = failure.message
+            case .bytes(let bytes):
+                guard let stored = try? JSONDecoder().decode(Stored.self, from: Data(bytes)) else {
+                    problem = "not the JSON of a device state"
+                    break
+                }
+                guard let impossible = impossibility(stored) else { return (stored, candidate, false) }
+                problem = impossible
+            }
+            Log.error("device state unreadable, kept aside", ["path": candidate, "problem": problem])
             _ = rename(candidate, candidate + ".corrupt")
+        }
+        return (nil, path, true)
+    }
+
+    /// A state file holds the lane counts of a few levels, the drops and one announcement: a few KiB. More is not one
+    /// the agent wrote, and is not read.
+    static let sizeLimit = 1 << 20
+
+    /// Why a state file that decodes cannot be trusted, or nil: each seq range is a range (first at least 1, not after
+    /// its last), and no count is past the last seq (a start would crash or count on from nonsense).
+    private static func impossibility(_ s: Stored) -> String? {
+        if let d = s.drops {
+            guard d.firstSeq >= 1, d.firstSeq <= d.lastSeq, d.lastSeq <= lastSeq,
+                  d.count >= 1, UInt64(d.count) <= d.lastSeq - d.firstSeq + 1 else {
+                return "unannounced_drops says \(d.count) dropped in seqs \(d.firstSeq) to \(d.lastSeq), which is no range of seqs"
+            }
+        }
+        if let a = s.announcement?.event {
+            let first = a.firstSeq ?? a.seq, last = a.lastSeq ?? a.seq
+            guard a.seq >= 1, a.seq <= lastSeq, first >= 1, first <= last, last <= a.seq else {
+                return "announcement seq \(a.seq) of seqs \(first) to \(last), which is no range of seqs before it"
+            }
         }
         return nil
     }
 
+    /// The next seq. Only while `seqsLeft` is above 0: the caller stamps nothing more after the last seq.
     mutating func nextSeq() -> UInt64 {
+        precondition(seq < Self.lastSeq, "no seq left: the caller checks seqsLeft")
         seq += 1
         if seq > reserved {
-            reserved = seq + DeviceState.seqBlock - 1
+            reserved = min(seq + DeviceState.seqBlock - 1, Self.lastSeq)
             writeLedger(clean: false)
         }
         return seq
@@ -139,7 +220,7 @@ struct DeviceState {
     /// Less than half a block of seqs is reserved on disk: the next block is best reserved now, while no event waits
     /// (its ledger write and the two state-file rewrites with their syncs take tens of milliseconds on an SD card).
     /// Also true while a reservation the disk refused leaves events unsendable.
-    var reservationDue: Bool { durable < seq + DeviceState.seqBlock / 2 }
+    var reservationDue: Bool { durable < min(seq + DeviceState.seqBlock / 2, Self.lastSeq) }
 
     /// Seqs were given out that no reservation on disk covers: their events wait until one does.
     var awaitingReservation: Bool { seq > durable }
@@ -152,7 +233,7 @@ struct DeviceState {
     /// a half blocks now. After a refused write the same reservation is written again.
     mutating func reserveAhead() {
         guard reservationDue else { return }
-        if reserved < seq + DeviceState.seqBlock / 2 { reserved = max(reserved, seq) + DeviceState.seqBlock }
+        if reserved < seq + DeviceState.seqBlock / 2 { reserved = min(max(reserved, seq) + DeviceState.seqBlock, Self.lastSeq) }
         writeLedger(clean: false)
         save()
     }
@@ -177,17 +258,24 @@ struct DeviceState {
     }
 
     /// Never below what an outbox on disk already holds.
-    mutating func atLeast(seq floor: UInt64, from outbox: String) throws(Exhausted) {
+    mutating func atLeast(seq floor: UInt64, from outbox: String) throws(Refused) {
         try Self.check(floor, "seq", in: outbox)
         seq = max(seq, floor)
         durable = max(durable, floor)   // on disk in the outbox
     }
 
-    private static func check(_ count: UInt64, _ name: String, in path: String) throws(Exhausted) {
-        guard count >= highestCount else { return }
-        throw Exhausted(description: "\(path) holds \(name) \(count), beyond 2^53: the file is damaged or forged, "
-                        + "and counting on from it would wrap\n    hint: the backend orders this device's events by "
-                        + "boot and seq; once it has every event, move the state directory aside (counts restart at 1)")
+    private static func check(_ count: UInt64, _ name: String, in path: String) throws(Refused) {
+        let last = name == "boot" ? lastBoot : lastSeq
+        guard count > last else { return }
+        let hint = "\n    hint: the backend orders this device's events by boot and seq; once it has every event, move the "
+            + "state directory aside (counts restart at 1)"
+        guard count < highestCount else {
+            throw Refused(code: .countExhausted, message: "\(path) holds \(name) \(count), beyond 2^53: the file is damaged "
+                          + "or forged, and counting on from it would wrap" + hint)
+        }
+        throw Refused(code: .countExhausted, message: "\(path) holds \(name) \(count), beyond \(last), the last \(name) this "
+                      + "agent counts to (2^53 less room to count on, so that every count stays an exact JSON number): the "
+                      + "file is damaged or forged, or the device has used up its \(name)s" + hint)
     }
 
     mutating func setLaneCounts(_ counts: [String: Int]) {
@@ -245,6 +333,23 @@ struct DeviceState {
     mutating func declareUnaccounted(_ range: ClosedRange<UInt64>) {
         Log.warn("seqs of the last run unaccounted for, declared dropped", ["first_seq": range.lowerBound, "last_seq": range.upperBound])
         addDrops(range)
+    }
+
+    /// The state file was lost (`stateLost`): every seq the last run may have handed out beyond what its ledger says
+    /// was settled is declared, but for those `kept` (still in the outbox, or provably delivered: a removal record in
+    /// it), which can only be told apart from the rest while the outbox still holds their records. The range declared
+    /// is the smallest that holds all the others (a declared range may hold seqs that were kept).
+    mutating func declareLostState(kept: Set<UInt64>) {
+        guard stateLost, let range = unsettledByLastRun() else { return }
+        var low = range.lowerBound, high = range.upperBound
+        while low <= high && kept.contains(low) { low += 1 }
+        while high >= low && kept.contains(high) { high -= 1 }
+        guard low <= high else { return }
+        let keptInside = kept.filter { (low...high).contains($0) }.count
+        let count = Int(clamping: high - low + 1) - keptInside
+        Log.warn("seqs of the last run the lost device state may have held, declared dropped",
+                 ["first_seq": low, "last_seq": high, "count": count])
+        addDrops(low...high, count: count)
     }
 
     /// Every seq the last run handed out beyond what it had settled, whatever its drops or announcement say: for an

@@ -1,6 +1,7 @@
 /// An uplink failure a technician can act on, with the library's code.
 public struct UplinkError: Error, Sendable, CustomStringConvertible {
-    public enum Code: String, Sendable { case library, outbox }
+    /// `newerFormat`: a state file written by a newer agent (see `StateFormat`): refused, never repaired.
+    public enum Code: String, Sendable { case library, outbox, newerFormat = "newer_format" }
     public var code: Code
     public var message: String
     public var libraryCode: Int32?

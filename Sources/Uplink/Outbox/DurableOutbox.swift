@@ -20,26 +20,37 @@ public final class DurableOutbox: Outbox {
     /// Seqs the file lost before this start (damage, or more events than the capacity) or gave up (its drop records):
     /// the caller declares them dropped.
     public private(set) var lostAtOpen: [ClosedRange<UInt64>] = []
+    /// Seqs the file held removal records of at this start: the broker acknowledged them (until a compaction, the only
+    /// proof left of a delivery).
+    public private(set) var acknowledgedAtOpen: Set<UInt64> = []
     /// Events given up whose drop records the file holds while the device state may not have saved those drops yet:
     /// a rewrite of the file writes them again, so they reach the next start whatever happens first.
     private var dropsKept: [ClosedRange<UInt64>] = []
     /// Ranges kept at most: beyond, they are merged into one (a declared range may hold seqs that were kept), so a disk
     /// refusing the state file for days while the outbox overflows does not grow the agent.
     static let dropRangesKept = 32
+    /// The most events an outbox keeps, whatever its configuration asks (`ConfigDefaults.outboxCapacityLimit`: the
+    /// core's, which this module does not depend on).
+    public static let eventsKeptAtMost = 20_000
     /// The highest seq this outbox ever stored, pending or not.
     public var highestSeq: UInt64 { log.highest }
 
-    /// Opens the outbox in `directory`. `problems` tells what had to be repaired at start.
-    public static func open(directory: String, capacity: Int) throws(UplinkError) -> (DurableOutbox, problems: [String]) {
+    /// Opens the outbox in `directory`. `problems` tells what had to be repaired at start. `eventsKept` is the most events
+    /// any run keeps (the configuration's limit for `outbox.capacity`): the file is read only up to what that many take
+    /// (`OutboxLog.sizeLimit`). A file of a newer format throws `.newerFormat`, and nothing is changed.
+    public static func open(directory: String, capacity: Int, eventsKept: Int = eventsKeptAtMost) throws(UplinkError)
+        -> (DurableOutbox, problems: [String]) {
         if let problem = DurableFile.makeDirectory(directory) {
             throw UplinkError(.outbox, "cannot create outbox directory: \(problem)", code: problem.code)
         }
-        let (log, loaded) = try OutboxLog.open(path: directory + "/outbox.log")
+        let (log, loaded) = try OutboxLog.open(path: directory + "/outbox.log",
+                                               sizeLimit: OutboxLog.sizeLimit(events: max(capacity, eventsKept)))
         let outbox = DurableOutbox(capacity: capacity, entries: loaded.entries, log: log,
                                    deadRecords: loaded.records - loaded.entries.count)
         var problems = loaded.problems
         outbox.lostAtOpen = loaded.lost
         outbox.dropsKept = loaded.drops
+        outbox.acknowledgedAtOpen = loaded.acknowledged
         if outbox.entries.count > capacity {
             // (A smaller capacity than the last run's.) Given up the way a full outbox gives up, and declared.
             let victims = OverflowPolicy.victims(in: outbox.entries, count: outbox.entries.count - capacity)

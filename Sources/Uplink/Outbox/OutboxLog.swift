@@ -20,13 +20,18 @@ final class OutboxLog {
         var drop: UInt64?
         var dropTo: UInt64?
         var floor: UInt64?
+        /// The file's format version (see `StateFormat`): version 1 files have no such record; a later one begins with
+        /// it. This agent writes none and refuses a file whose version is higher than its own.
+        var format: UInt64?
 
-        init(add: OutboxEntry? = nil, del: UInt64? = nil, drop: UInt64? = nil, dropTo: UInt64? = nil, floor: UInt64? = nil) {
+        init(add: OutboxEntry? = nil, del: UInt64? = nil, drop: UInt64? = nil, dropTo: UInt64? = nil, floor: UInt64? = nil,
+             format: UInt64? = nil) {
             self.add = add
             self.del = del
             self.drop = drop
             self.dropTo = dropTo
             self.floor = floor
+            self.format = format
         }
 
         init(dropped seqs: ClosedRange<UInt64>) {
@@ -36,7 +41,7 @@ final class OutboxLog {
         /// The seq an add or a drop record is about (0 for others).
         var seq: UInt64 { add?.event.seq ?? drop ?? 0 }
 
-        enum CodingKeys: String, CodingKey { case add, del, drop, dropTo = "drop_to", floor }
+        enum CodingKeys: String, CodingKey { case add, del, drop, dropTo = "drop_to", floor, format }
     }
 
     struct Loaded {
@@ -51,6 +56,8 @@ final class OutboxLog {
         var drops: [ClosedRange<UInt64>]
         /// What was wrong with the file, for the log and a fault event.
         var problems: [String]
+        /// Seqs whose removal records the file holds: the broker acknowledged them.
+        var acknowledged: Set<UInt64> = []
     }
 
     let path: String
@@ -70,6 +77,16 @@ final class OutboxLog {
     static let reserveChunk = 65_536
     private static let zeros = [UInt8](repeating: 0, count: reserveChunk)
 
+    /// The bytes one event takes in the file at most, counted generously: its add record (about 350 bytes for a spot
+    /// event, twice that with long ids or a fault's reason), and its del or drop record once removed.
+    static let eventBytesBound = 768
+
+    /// The largest file a start reads for an outbox of at most `events` (the most the agent keeps, whatever this run's
+    /// capacity: a lowered one still reads the last run's file): the pending events, as many removed ones again (a file
+    /// is compacted once its dead records are twice the capacity), and the zeroed reserve. A larger file is not one the
+    /// agent wrote, and a start must not read it whole (a symbolic link to /dev/zero never ends).
+    static func sizeLimit(events: Int) -> Int { 2 * events * eventBytesBound + 2 * reserveChunk }
+
     private init(path: String, fd: Int32, highest: UInt64, size: off_t, reserved: off_t) {
         self.path = path
         self.fd = fd
@@ -85,10 +102,38 @@ final class OutboxLog {
     /// resumes at the next record whose length, CRC and JSON hold, so only the damaged stretch is
     /// lost, and the seqs it may have held are returned for declaration. The damaged file is kept
     /// aside whole and a clean one written with everything recovered.
-    static func open(path: String) throws(UplinkError) -> (OutboxLog, Loaded) {
+    ///
+    /// Only a regular file of at most `sizeLimit` bytes is read (see `sizeLimit(events:)`): anything else in its place
+    /// (a symbolic link, a FIFO, a device) is moved aside and a larger file kept aside, and the caller declares the
+    /// seqs the last run had not settled, as for a file lost. A file of a newer format (see `StateFormat`) is refused
+    /// with `.newerFormat` before anything is changed.
+    static func open(path: String, sizeLimit: Int) throws(UplinkError) -> (OutboxLog, Loaded) {
         var problems: [String] = []
-        var bytes = DurableFile.read(path: path) ?? []
+        switch DurableFile.setAsideIfNotRegular(path) {
+        case .success(let done):
+            if let done { problems.append("outbox file damaged: \(done); seqs the last run had not settled declared dropped") }
+        case .failure(let failure):
+            throw UplinkError(.outbox, "cannot open outbox file: \(failure.message)", code: failure.code)
+        }
+        var bytes: [UInt8]
+        switch DurableFile.readState(path: path, limit: sizeLimit) {
+        case .absent:
+            bytes = []
+        case .bytes(let read):
+            bytes = read
+        case .tooLarge(let failure):
+            let aside = path + ".corrupt-\(time(nil))"
+            guard rename(path, aside) == 0 else {
+                throw UplinkError(.outbox, "outbox file \(path) is too large and cannot be moved aside: \(DurableFile.errnoText())", code: errno)
+            }
+            problems.append("outbox file damaged: \(failure.message) (an outbox of at most \(sizeLimit / eventBytesBound) events): "
+                            + "kept aside as \(aside), not read; seqs the last run had not settled declared dropped")
+            bytes = []
+        case .unreadable(let failure):
+            throw UplinkError(.outbox, "cannot open outbox file: \(failure.message)", code: failure.code)
+        }
         let parsed = parse(bytes)
+        if let version = parsed.newerFormat { throw StateFormat.newer(path, version: version) }
         let entries = parsed.entries
         var records = parsed.records
         if parsed.damaged {
@@ -112,7 +157,7 @@ final class OutboxLog {
             }
             reserved = off_t(parsed.goodEnd)
         }
-        let fd = Glibc.open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o640)
+        let fd = Glibc.open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0o640)
         guard fd >= 0 else {
             let failure = DurableFile.Failure.errno("cannot open outbox file \(path)")   // errno read before any message is built
             throw UplinkError(.outbox, failure.message, code: failure.code)
@@ -128,7 +173,8 @@ final class OutboxLog {
         }
         DurableFile.syncDirectory(of: path)
         return (log, Loaded(entries: entries, records: records, highest: parsed.highest,
-                            lost: drops.sorted { $0.lowerBound < $1.lowerBound }, drops: drops, problems: problems))
+                            lost: drops.sorted { $0.lowerBound < $1.lowerBound }, drops: drops, problems: problems,
+                            acknowledged: parsed.acknowledged))
     }
 
     /// Appends records; with `sync`, they are on disk when this returns.
@@ -178,7 +224,7 @@ final class OutboxLog {
             }
         }
         // The descriptor still points at the old file: move it to the new one.
-        let fresh = Glibc.open(path, O_WRONLY | O_CLOEXEC)
+        let fresh = Glibc.open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         guard fresh >= 0 else { throw UplinkError(.outbox, "cannot reopen outbox file \(path): \(DurableFile.errnoText())") }
         dup2(fresh, fd)
         close(fresh)
@@ -200,7 +246,7 @@ final class OutboxLog {
     /// seqs damaged stretches may have held: between the last event stored before a stretch and the first one after it.
     static func parse(_ file: [UInt8])
         -> (entries: [OutboxEntry], records: Int, highest: UInt64, goodEnd: Int, contentEnd: Int, damaged: Bool,
-            lost: [ClosedRange<UInt64>], drops: [ClosedRange<UInt64>]) {
+            lost: [ClosedRange<UInt64>], drops: [ClosedRange<UInt64>], newerFormat: UInt64?, acknowledged: Set<UInt64>) {
         // The zeroed reserve is not content: every record ends in a `}`.
         let contentEnd = (file.lastIndex { $0 != 0 } ?? -1) + 1
         let bytes = contentEnd == file.count ? file : Array(file[..<contentEnd])
@@ -213,16 +259,21 @@ final class OutboxLog {
                                     // records all lie below its floor)
         var damaged = false
         var drops: [ClosedRange<UInt64>] = []
+        var acknowledged: Set<UInt64> = []   // removal records: the broker acknowledged these
         while offset < bytes.count {
             guard let (record, end) = readRecord(bytes, at: offset) else {
                 // Damaged here, or the torn tail of the file: look for the next intact record.
                 guard let next = (offset + 1..<bytes.count).first(where: { readRecord(bytes, at: $0) != nil }) else {
-                    return (pending, records, highest, offset, contentEnd, damaged, lost, drops)
+                    return (pending, records, highest, offset, contentEnd, damaged, lost, drops, nil, acknowledged)
                 }
                 damagedAfter = damagedAfter ?? lastStored
                 damaged = true
                 offset = next
                 continue
+            }
+            if let format = record.format, format > StateFormat.current {
+                // Written by a newer agent: nothing more is read (its records may mean what this one cannot know).
+                return (pending, records, highest, offset, contentEnd, damaged, lost, drops, format, acknowledged)
             }
             if let floor = record.floor { highest = max(highest, floor) }
             if let entry = record.add {
@@ -234,7 +285,10 @@ final class OutboxLog {
                 highest = max(highest, entry.event.seq)
                 lastStored = entry.event.seq
             }
-            if let seq = record.del { pending.removeAll { $0.event.seq == seq } }
+            if let seq = record.del {
+                pending.removeAll { $0.event.seq == seq }
+                acknowledged.insert(seq)
+            }
             if let first = record.drop, (record.dropTo ?? first) >= first {
                 let seqs = first...(record.dropTo ?? first)
                 pending.removeAll { seqs.contains($0.event.seq) }
@@ -246,7 +300,24 @@ final class OutboxLog {
             offset = end
         }
         // (A stretch with only removals in it loses nothing: their events come back and are sent again, same ids.)
-        return (pending, records, highest, offset, contentEnd, damaged, lost, drops)
+        return (pending, records, highest, offset, contentEnd, damaged, lost, drops, nil, acknowledged)
+    }
+
+    /// The format version the file's first record says (a later format begins with `{"format": N}`), reading that
+    /// record only: nil when it says none, or the file has no intact first record (the full read says the rest).
+    static func firstRecordFormat(path: String) -> UInt64? {
+        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG else { return nil }
+        var header = [UInt8](repeating: 0, count: 8)
+        guard header.withUnsafeMutableBytes({ pread(fd, $0.baseAddress, 8, 0) }) == 8 else { return nil }
+        let length = Int(readLE32(header, 0))
+        guard length >= 2, length <= 1 << 16 else { return nil }
+        var bytes = header + [UInt8](repeating: 0, count: length)
+        guard bytes.withUnsafeMutableBytes({ pread(fd, $0.baseAddress! + 8, length, 8) }) == length else { return nil }
+        return readRecord(bytes, at: 0)?.0.format
     }
 
     /// The record at `offset` and where it ends, if its length, CRC and JSON all hold.
@@ -257,6 +328,8 @@ final class OutboxLog {
         let json = bytes[(offset + 8)..<(offset + 8 + length)]
         guard json.first == UInt8(ascii: "{"), CRC32.checksum(json) == crc,
               let record = try? JSONDecoder().decode(Record.self, from: Data(json)) else { return nil }
+        // Seqs start at 1: a record of seq 0 was never written by an agent, and is read as damage.
+        guard record.add?.event.seq != 0, record.drop != 0 else { return nil }
         return (record, offset + 8 + length)
     }
 

@@ -11,7 +11,8 @@ public struct OutboxPeek: Sendable {
 
     /// nil when there is no outbox file (nothing was ever stored there).
     public static func read(directory: String) -> OutboxPeek? {
-        guard let bytes = DurableFile.read(path: directory + "/outbox.log") else { return nil }
+        guard case .bytes(let bytes) = DurableFile.readState(path: directory + "/outbox.log",
+                                                             limit: OutboxLog.sizeLimit(events: DurableOutbox.eventsKeptAtMost)) else { return nil }
         let parsed = OutboxLog.parse(bytes)
         return OutboxPeek(depth: parsed.entries.count, oldest: parsed.entries.min { $0.event.seq < $1.event.seq },
                           damaged: parsed.damaged || parsed.goodEnd < parsed.contentEnd)

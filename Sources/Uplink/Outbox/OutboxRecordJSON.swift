@@ -28,6 +28,7 @@ extension OutboxLog.Record: WireWritable {
         w.unsigned("drop", ifPresent: drop)
         w.unsigned("drop_to", ifPresent: dropTo)
         w.unsigned("floor", ifPresent: floor)
+        w.unsigned("format", ifPresent: format)
         w.close()
     }
 

@@ -44,18 +44,45 @@ public final class SeqLedger {
     deinit { close(fd) }
 
     /// Opens (creating and allocating) the ledger and reads its newest intact slot: nil when the
-    /// file is new, or when neither slot is intact (`damaged` then says so).
-    public static func open(path: String) throws(UplinkError) -> (SeqLedger, last: Entry?, damaged: Bool) {
-        let fd = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o640)
+    /// file is new, or when neither slot is intact (`damaged` then says so). `problems` says what was repaired: something
+    /// other than a regular file in its place (a symbolic link, a FIFO: moved aside, a new ledger made), or a slot whose
+    /// `settled` is above its `reserved` (which no agent writes: its `settled` is not trusted, the older slot's is used,
+    /// or 0). A ledger of a newer format (see `StateFormat`) throws `.newerFormat`, and nothing is changed.
+    public static func open(path: String) throws(UplinkError) -> (SeqLedger, last: Entry?, damaged: Bool, problems: [String]) {
+        var problems: [String] = []
+        switch DurableFile.setAsideIfNotRegular(path) {
+        case .success(let done): if let done { problems.append(done) }
+        case .failure(let failure): throw UplinkError(.outbox, "cannot open sequence ledger: \(failure.message)", code: failure.code)
+        }
+        // Neither through a link nor waiting on a FIFO put there since; anything but a regular file is refused.
+        let fd = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0o640)
         guard fd >= 0 else {
             throw UplinkError(.outbox, "cannot open sequence ledger \(path): \(DurableFile.errnoText())", code: errno)
         }
+        var st = stat()
+        guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG else {
+            close(fd)
+            throw UplinkError(.outbox, "cannot open sequence ledger \(path): not a regular file")
+        }
         var bytes = [UInt8](repeating: 0, count: 2 * slotSize)
         let n = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
-        let slots = [0, 1].compactMap { i -> (UInt64, Entry)? in
-            n >= (i + 1) * slotSize ? decode(Array(bytes[(i * slotSize)..<((i + 1) * slotSize)])) : nil
+        let raw = [0, 1].compactMap { i in n >= (i + 1) * slotSize ? Array(bytes[(i * slotSize)..<((i + 1) * slotSize)]) : nil }
+        if let version = raw.compactMap(formatVersion).max(), version > StateFormat.current {
+            close(fd)
+            throw StateFormat.newer(path, version: version)
         }
-        let newest = slots.max { $0.0 < $1.0 }
+        let slots = raw.compactMap(decode)
+        var newest = slots.max { $0.0 < $1.0 }
+        if let (generation, entry) = newest, entry.settled > entry.reserved {
+            // Settled beyond what was reserved: that `settled` would hide the unused rest of the reservation (nothing
+            // would be declared). The older slot's, when it holds, is a lower bound of the truth; else nothing is.
+            let older = slots.first { $0.0 != generation && $0.1.settled <= $0.1.reserved }?.1.settled ?? 0
+            var repaired = entry
+            repaired.settled = min(older, entry.reserved)
+            newest = (generation, repaired)
+            problems.append("\(path) says seqs up to \(entry.settled) settled of \(entry.reserved) reserved, which no agent "
+                            + "writes: settled taken as \(repaired.settled), and every seq above it that nothing accounts for declared")
+        }
         if n < 2 * slotSize {
             // New (or cut short): allocate both slots now, while there is room.
             let rc = posix_fallocate(fd, 0, off_t(2 * slotSize))
@@ -66,7 +93,15 @@ public final class SeqLedger {
             DurableFile.syncDirectory(of: path)
         }
         let ledger = SeqLedger(path: path, fd: fd, generation: newest?.0 ?? 0)
-        return (ledger, newest?.1, newest == nil && bytes[0..<max(0, n)].contains { $0 != 0 })
+        return (ledger, newest?.1, newest == nil && bytes[0..<max(0, n)].contains { $0 != 0 }, problems)
+    }
+
+    /// The format version a slot's magic says (`PWSEQ1`: version 1), whether or not the rest of it is intact: nil
+    /// for a slot that is not a ledger slot at all (zeros, damage).
+    static func formatVersion(_ slot: [UInt8]) -> UInt64? {
+        guard slot.count >= magic.count, Array(slot[0..<5]) == Array(magic[0..<5]), slot[6] == 0, slot[7] == 0,
+              (UInt8(ascii: "1")...UInt8(ascii: "9")).contains(slot[5]) else { return nil }
+        return UInt64(slot[5] - UInt8(ascii: "0"))
     }
 
     /// Writes `entry` into the older slot and waits until it is on disk.
