@@ -1,3 +1,4 @@
+import SystemIO
 import FoundationEssentials
 
 /// The version of the formats of the state directory's files (`outbox.log`, `device-state.json`, `seq.ledger`).
