@@ -319,3 +319,32 @@ import TestSupport
         #expect(!state.contains("format"), "version 1 is written without a marker: \(state)")
     }
 }
+
+/// `agent.lock` is truncated and written at every start: a symbolic link in its place (to a file of someone else's)
+/// must not be followed, nor a FIFO waited on; it is moved aside and the agent starts with a lock of its own.
+@Suite struct LockFileTests {
+    @Test func aLinkOrAFifoInPlaceOfTheLockIsMovedAsideAndItsTargetKept() throws {
+        for kind in ["symlink", "fifo"] {
+            let dir = temporaryDirectory()
+            let outbox = dir.appendingPathComponent("outbox").path
+            try FileManager.default.createDirectory(atPath: outbox, withIntermediateDirectories: true)
+            let target = dir.appendingPathComponent("precious.txt").path
+            try "keep me".write(toFile: target, atomically: true, encoding: .utf8)
+            if kind == "symlink" {
+                try FileManager.default.createSymbolicLink(atPath: outbox + "/agent.lock", withDestinationPath: target)
+            } else {
+                #expect(mkfifo(outbox + "/agent.lock", 0o600) == 0)
+            }
+            let agent = try Child(agentBinary, ["run", "--config", try writeBusyGarage(dir), "--replay",
+                                                try busyTrace(dir, count: 2).path, "--broker", "mqtt://127.0.0.1:\(freePort())",
+                                                "--outbox", outbox])
+            #expect(eventually(15) { agent.stderr.contains("agent running") }, "\(kind): \(agent.stderr)")
+            #expect(agent.stderr.contains("agent.lock was"), "\(kind): said and moved aside: \(agent.stderr)")
+            #expect(try String(contentsOfFile: target, encoding: .utf8) == "keep me", "\(kind): the link's target was written")
+            let lock = try String(contentsOfFile: outbox + "/agent.lock", encoding: .utf8)
+            #expect(lock.hasPrefix("pid "), "\(kind): a lock of its own: \(lock)")
+            agent.signal(SIGTERM)
+            #expect(agent.wait(10) == 0, "\(kind): \(agent.stderr)")
+        }
+    }
+}

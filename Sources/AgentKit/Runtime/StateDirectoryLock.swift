@@ -1,5 +1,6 @@
 import SystemIO
 import Glibc
+import ParkWiseLog
 import Uplink
 
 /// One agent per state directory: two agents appending to one outbox would corrupt it. The lock
@@ -22,7 +23,14 @@ final class StateDirectoryLock {
     static func acquire(directory: String) -> Outcome {
         if let failure = DurableFile.makeDirectory(directory) { return .unusable(failure) }
         let path = directory + "/agent.lock"
-        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o640)
+        // The lock file is truncated and written: never through a symbolic link (as root it would truncate the link's
+        // target) nor waiting on a FIFO. Anything but a regular file there is moved aside, as the state files are.
+        switch DurableFile.setAsideIfNotRegular(path) {
+        case .success(let done?): Log.warn("state directory repaired at start", ["problem": done])
+        case .success(nil): break
+        case .failure(let failure): return .unusable(failure)
+        }
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0o640)
         guard fd >= 0 else { return .unusable(.errno("open \(path)")) }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             let holder = DurableFile.read(path: path).map { String(decoding: $0, as: UTF8.self) }.flatMap { $0.isEmpty ? nil : $0 }
