@@ -104,9 +104,11 @@ timing "arm64 .deb (bookworm)"
 PARKWISE_DEB_OUT=$debs bash deploy/package/make-deb.sh >/dev/null
 timing "amd64 .deb (host build)"
 lintian --fail-on error,warning "$debs"/*.deb >"$log" 2>&1 || { cat "$log" >&2; fail "lintian"; }
-# The unit's hardening: exposure at most 2.0 (systemd-analyze's scale: 20 tenths).
-systemd-analyze security --offline=yes --threshold=20 deploy/systemd/parkwise-agent.service >"$log" 2>&1 ||
-    { cat "$log" >&2; fail "systemd-analyze security: exposure above 2.0"; }
+# The units' hardening: exposure at most 2.0 (systemd-analyze's scale: 20 tenths), the agent's and the bridge's.
+for unit in deploy/systemd/parkwise-agent.service deploy/systemd/parkwise-bridge.service; do
+    systemd-analyze security --offline=yes --threshold=20 "$unit" >"$log" 2>&1 ||
+        { cat "$log" >&2; fail "systemd-analyze security: $unit exposure above 2.0"; }
+done
 timing "lintian, systemd-analyze security"
 ls -l "$debs" >&2
 
