@@ -253,3 +253,26 @@ func rawChanges(_ trace: String) -> [String: Int] {
     }
 }
 
+
+/// `status --config FILE` speaks of FILE's board or of none: an agent of another board answering on the socket asked
+/// (the service's, found when FILE's own is not there) is refused with both boards named, never shown as FILE's.
+@Suite struct StatusBoardTests {
+    @Test func statusForAConfigIsNeverAnotherBoardsAnswer() throws {
+        let dir = temporaryDirectory()
+        let config = try writeBusyGarage(dir)
+        let agent = try RunningAgent(dir, ["--config", config, "--replay", try busyTrace(dir, count: 2).path], broker: nil)
+        defer { agent.stop() }
+        let other = dir.appendingPathComponent("other.yaml").path
+        try (try String(contentsOfFile: config, encoding: .utf8)).replacingOccurrences(of: "device: busy", with: "device: busy-2")
+            .write(toFile: other, atomically: true, encoding: .utf8)
+
+        let refused = try Child(agentBinary, ["status", "--config", other, "--socket", agent.socket])
+        #expect(refused.wait(10) == 1, "\(refused.stdout) \(refused.stderr)")
+        #expect(refused.stderr.contains("is testsite/busy, not testsite/busy-2 of \(other)"), "\(refused.stderr)")
+        #expect(refused.stdout.isEmpty, "another board's status shown: \(refused.stdout)")
+
+        let own = try Child(agentBinary, ["status", "--config", config, "--socket", agent.socket, "--json"])
+        #expect(own.wait(10) == 0, "\(own.stderr)")
+        #expect(own.stdout.contains(#""device":"busy""#), "\(own.stdout)")
+    }
+}

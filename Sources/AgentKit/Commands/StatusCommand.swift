@@ -30,16 +30,23 @@ enum StatusCommand {
             return ExitCode.usage
         }
         var outbox = args.option("outbox")
-        if outbox == nil, let path = args.option("config") {
-            do { outbox = try ConfigFile.load(path: path).outbox.path } catch {
+        /// The board the config names: an answer from another one is refused.
+        var expected: (site: String, device: String)?
+        if let path = args.option("config") {
+            do {
+                let config = try ConfigFile.load(path: path)
+                expected = (config.site, config.device)
+                if outbox == nil { outbox = config.outbox.path }
+            } catch {
                 printConfigIssues(error)
                 return ExitCode.config
             }
         }
         let candidates = args.option("socket").map { [$0] } ?? StatusSocket.candidates(outboxPath: outbox)
         let path = StatusClient.locate(candidates)
-        if args.flag("watch") { return await watch(path: path) }
-        switch StatusClient.fetch(path: path) {
+        let config = args.option("config")
+        if args.flag("watch") { return await watch(path: path, expecting: expected, config: config) }
+        switch StatusClient.fetch(path: path, expecting: expected, config: config) {
         case .failure(var failure):
             if failure.kind == .noAgent && candidates.count > 1 {
                 failure.message = "no agent is running: no status socket at \(candidates.joined(separator: " nor "))"
@@ -57,7 +64,7 @@ enum StatusCommand {
     }
 
     /// Redraws every second until SIGINT/SIGTERM; the terminal is given back as it was.
-    static func watch(path: String) async -> Int32 {
+    static func watch(path: String, expecting expected: (site: String, device: String)?, config: String?) async -> Int32 {
         let terminal = isatty(1) == 1
         let environment = ProcessInfo.processInfo.environment
         let colour = terminal && environment["TERM"] != "dumb" && (environment["NO_COLOR"] ?? "").isEmpty
@@ -70,7 +77,7 @@ enum StatusCommand {
         while !stop.flag.load(ordering: .acquiring) {
             let (width, height) = size(terminal: terminal, environment: environment)
             var lines: [String]
-            switch StatusClient.fetch(path: path, timeout: 2) {
+            switch StatusClient.fetch(path: path, expecting: expected, config: config, timeout: 2) {
             case .success(let status): lines = WatchFrame.render(status, width: width, height: height, colour: colour)
             case .failure(let failure):
                 lines = (failure.message + "\n" + failure.hint + "\n(trying again every second; Ctrl-C quits)")

@@ -9,7 +9,7 @@ import FoundationEssentials
 public enum StatusClient {
     /// Why no status came, with what to do about it.
     public struct Failure: Error, Sendable, CustomStringConvertible {
-        public enum Kind: String, Sendable { case noAgent, refused, permission, timeout, badAnswer, other }
+        public enum Kind: String, Sendable { case noAgent, refused, permission, timeout, badAnswer, otherBoard, other }
         public var kind: Kind
         public var path: String
         public var message: String
@@ -17,6 +17,18 @@ public enum StatusClient {
         public var errno: Int32?
 
         public var description: String { "error: \(message)\n    hint: \(hint)" }
+    }
+
+    /// The status of the agent on `path`, refused when it is another board's than the one asked about (`expected`:
+    /// site and device of the config named): a technician must never read one board's health as another's.
+    public static func fetch(path: String, expecting expected: (site: String, device: String)?, config: String?,
+                             timeout: Double = 3) -> Result<AgentStatus, Failure> {
+        let result = fetch(path: path, timeout: timeout)
+        guard case .success(let status) = result, let expected, (status.site, status.device) != expected else { return result }
+        return .failure(Failure(kind: .otherBoard, path: path,
+                                message: "the agent answering on \(path) is \(status.site)/\(status.device), not "
+                                    + "\(expected.site)/\(expected.device) of \(config ?? "the config"): that one is not running here",
+                                hint: "start it (parkwise-agent run --config \(config ?? "FILE")), or ask the running one without --config"))
     }
 
     /// The largest answer read (a campus of 156 spots answers with about 60 KB).
