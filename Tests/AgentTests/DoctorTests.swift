@@ -254,3 +254,58 @@ import Testing
         #expect(DoctorTests().failed(report).isEmpty, "\(output)")
     }
 }
+
+/// A full garage is not a wiring fault: doctor advises flipping `active_low` only from evidence that tells wiring
+/// from traffic (issue 22, item 2).
+@Suite struct DoctorPolarityTests {
+    /// Eleven spot sensors and a ramp; the trace parks a vehicle on nine of the spots and leaves them there.
+    func fullGarage(_ dir: URL) throws -> (config: String, trace: String) {
+        let spots = (1...11).map { "  - { id: P1-A-\(String(format: "%02d", $0)), input: GPIO\($0 + 3) }" }.joined(separator: "\n")
+        let config = dir.appendingPathComponent("agent.yaml").path
+        try """
+        site: uniandes
+        device: p2-east
+        board: simulated
+        outbox: { path: \(dir.path)/outbox }
+        levels: [ { id: P1, capacity: 11 } ]
+        lanes:
+          - { id: P1-ramp, from: outside, to: P1, loops: { a: GPIO20, b: GPIO21 } }
+        spots:
+        \(spots)
+        """.write(toFile: config, atomically: true, encoding: .utf8)
+        let trace = "{\"parkwise_trace\": 1}\n" + (1...9).map { "{\"t_ms\": \(100 * $0), \"input\": \"GPIO\($0 + 3)\", \"value\": 1}" }
+            .joined(separator: "\n") + "\n"
+        return (config, try writeTrace(dir, trace))
+    }
+
+    @Test func aFullGarageGetsNoPolarityAdviceAndAnEmptyOneDoes() throws {
+        let dir = temporaryDirectory()
+        let (config, trace) = try fullGarage(dir)
+        let agent = try Child(agentBinary, ["run", "--config", config, "--replay", trace, "--broker", "mqtt://127.0.0.1:9"])
+        defer { agent.signal(SIGTERM); _ = agent.wait(10) }
+        var inputs: [[String: Any]] = [], output = ""
+        let parked = eventually(15) {
+            let (_, report, out) = (try? DoctorTests().doctor(config)) ?? (0, [:], "")
+            (inputs, output) = (DoctorTests().checks(report, section: "inputs"), out)
+            return inputs.contains { ($0["title"] as? String)?.hasPrefix("9 of 13 inputs read occupied") == true }
+        }
+        #expect(parked, "\(output)\n\(agent.stderr)")
+        // Nine parked cars: said, with why nothing is advised, and no config change suggested.
+        let occupied = inputs.first { ($0["title"] as? String)?.hasPrefix("9 of 13") == true }
+        #expect(occupied?["status"] as? String == "ok", "\(inputs)")
+        #expect((occupied?["detail"] as? String)?.contains("no polarity advice") == true, "\(inputs)")
+        #expect((occupied?["detail"] as? String)?.contains("--empty-garage") == true, "\(inputs)")
+        #expect(!inputs.contains { (($0["fix"] as? String) ?? "").contains("active_low") }, "\(inputs)")
+        #expect(!inputs.contains { $0["status"] as? String == "warning" }, "\(inputs)")
+
+        // The technician says the garage is empty: the same nine readings are a wiring or polarity mistake.
+        let (_, out, _) = try runAgent(["doctor", "--config", config, "--json", "--timeout", "3", "--empty-garage"], timeout: 30)
+        let report = (try? JSONSerialization.jsonObject(with: Data(out.utf8))) as? [String: Any] ?? [:]
+        let empty = DoctorTests().checks(report, section: "inputs")
+        let advice = empty.first { ($0["title"] as? String)?.hasPrefix("9 of 13 inputs read occupied") == true }
+        #expect(advice?["status"] as? String == "warning", "\(out)")
+        #expect((advice?["title"] as? String)?.contains("--empty-garage") == true, "\(out)")
+        #expect((advice?["fix"] as? String)?.contains("flip `active_low`") == true, "\(out)")
+        #expect((advice?["detail"] as? String)?.contains("spot P1-A-01 (GPIO4)") == true, "\(out)")
+    }
+}

@@ -17,7 +17,9 @@ enum DoctorCommand {
         A checklist, ✓ ok, ✗ failed, ! warning (ok/FAIL/warn where the locale is not UTF-8): the config (as
         check-config), the credentials and TLS files (as run checks them; certificates' expiry), whether the
         service runs and what its status socket reports, the board against the config, every configured line
-        (present, requestable, level at rest; read from the running service's status instead while it runs), the
+        (present, requestable, level at rest; read from the running service's status instead while it runs; the
+        polarity is judged only from evidence that tells wiring from traffic: a lane loop held active far longer
+        than a vehicle takes to cross it, a spot that never changed in a day, or --empty-garage), the
         clock (adjtimex), the outbox directory (write + fsync, free space, pending events and the oldest one's age;
         whether the installed systemd unit's sandbox lets the service write it),
         and each broker: name resolution, TCP, TLS handshake and certificate (expiry date), authentication,
@@ -32,6 +34,9 @@ enum DoctorCommand {
             .init(name: "config", value: "file", help: "The config file (default \(defaultConfig))."),
             .init(name: "json", value: nil, help: "Print the checklist as JSON (ok, exit_code, sections of checks with status, title, detail, fix)."),
             .init(name: "timeout", value: "seconds", help: "Bound of each network step, 0.1 to 60 (default 5)."),
+            .init(name: "empty-garage", value: nil,
+                  help: "The garage is empty now: every input that reads a vehicle is a wiring or polarity (active_low) mistake. "
+                      + "Without it, no polarity advice is drawn from inputs reading occupied, as a full garage reads the same."),
         ])
 
     static func run(_ args: ParsedArguments) async -> Int32 {
@@ -41,11 +46,12 @@ enum DoctorCommand {
         }
         let path = args.option("config") ?? defaultConfig
         let json = args.flag("json")
+        let emptyGarage = args.flag("empty-garage")
         let symbols = DoctorReport.Symbols.fromLocale(ProcessInfo.processInfo.environment)
         // Every check blocks (files, GPIO, sockets): they run on a thread of their own, off the Swift pool.
         let report: DoctorReport = await withCheckedContinuation { done in
             _ = DedicatedThread {
-                done.resume(returning: checkAll(path: path, timeout: timeout) { section in
+                done.resume(returning: checkAll(path: path, timeout: timeout, emptyGarage: emptyGarage) { section in
                     if !json { say(DoctorReport.text(section, symbols: symbols)) }
                 })
             }
@@ -63,7 +69,7 @@ enum DoctorCommand {
     }
 
     /// The checklist, top to bottom; `show` gets each section as it is done.
-    static func checkAll(path: String, timeout: Double, show: (DoctorReport.Section) -> Void) -> DoctorReport {
+    static func checkAll(path: String, timeout: Double, emptyGarage: Bool = false, show: (DoctorReport.Section) -> Void) -> DoctorReport {
         let start = AgentClock.read(CLOCK_MONOTONIC)
         var report = DoctorReport(config: path)
         func add(_ name: String, _ steps: [ProbeStep]) {
@@ -90,7 +96,7 @@ enum DoctorCommand {
         let service = ServiceChecks.check(config, configPath: path)
         add("service", service.steps)
         add("board", BoardChecks.board(config))
-        add("inputs", BoardChecks.lines(config, service: service))
+        add("inputs", BoardChecks.lines(config, service: service, emptyGarage: emptyGarage))
         add("clock", HostChecks.clock())
         add("outbox", HostChecks.outbox(config, status: service.status) + SandboxCheck.steps(config))
         if config.board == .simulated && config.mqtt.brokers.isEmpty {
