@@ -26,7 +26,9 @@ enum DoctorCommand {
         publishing in the device's tree (QoS 1 to .../doctor, MQTT 5 PUBACK reason code, and the message coming
         back: the broker's ACL must allow .../doctor both ways, see deploy/mosquitto/acl.conf), and subscribing to
         its commands (SUBACK). Every network step is bounded by --timeout.
-        Run it as the service's user (sudo -u parkwise parkwise-agent doctor). Exit 0 when everything needed
+        Run it as the service's user (sudo -u parkwise parkwise-agent doctor); a member of group parkwise gets
+        the service's state from its status socket, and what it cannot read is marked "not checked", with why
+        and how to get it (never a guess, never ✗). Exit 0 when everything needed
         to run is right (warnings allowed), 1 when a check failed, 78 when the config or the files it names
         are not usable (as check-config).
         """,

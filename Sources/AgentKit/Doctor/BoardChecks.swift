@@ -37,6 +37,12 @@ enum BoardChecks {
         let inputs = config.inputs
         if inputs.isEmpty { return [ProbeStep(.warning, "no inputs configured", fix: "add lanes or spots to the config")] }
         if config.board == .simulated && service.status == nil { return [ProbeStep(.ok, "no lines to check (simulated)")] }
+        if !service.known {
+            return [ProbeStep(.warning, "not checked: the lines",
+                              detail: "whether the service runs (and holds them) is unknown, see above: doctor does not request lines "
+                                  + "a running service may hold",
+                              fix: HostChecks.stateAccess(config.outbox.path).fix)]
+        }
         if service.running {
             guard let status = service.status else {
                 return [ProbeStep(.warning, "the lines are held by the running service and its status is not available",

@@ -1,5 +1,6 @@
 import SystemIO
 import Glibc
+import ParkWiseCLI
 import ParkWiseContract
 import ParkWiseCore
 import ServiceSetup
@@ -53,6 +54,16 @@ enum HostChecks {
         let dir = config.outbox.path
         var steps: [ProbeStep] = []
         var st = stat()
+        if stat(dir, &st) != 0 && errno == EACCES {
+            // A directory on the way is closed to this user: nothing here can be read, only what the service tells.
+            steps.append(status == nil
+                ? ProbeStep(.warning, "not checked: outbox directory \(dir)", detail: "a directory above it is not searchable by \(userName())",
+                            fix: "run doctor as the service's user: sudo -u \(serviceUserName) parkwise-agent doctor")
+                : ProbeStep(.ok, "outbox directory \(dir) used by the running service",
+                            detail: "its status reports no disk problem; not tried here: a directory above it is not searchable by \(userName())"))
+            if let status { steps += fromService(status) }
+            return steps
+        }
         if stat(dir, &st) != 0 {
             var parent = dir
             while let slash = parent.lastIndex(of: "/"), parent != "/" {
@@ -68,7 +79,21 @@ enum HostChecks {
                               fix: "sudo install -d -o parkwise -g parkwise -m 750 \(dir) (the systemd unit's StateDirectory= makes "
                                 + "/var/lib/parkwise-agent)")]
         }
-        steps.append(writeProbe(dir))
+        let access = stateAccess(dir)
+        if access.othersOnly {
+            // Another user's directory (the service's): its write and fsync are for the service to prove, or for
+            // doctor run as that user; what the service says of its disk is below.
+            steps.append(status.map { $0.outbox.problem == nil } == true
+                ? ProbeStep(.ok, "outbox directory \(dir) written by the running service",
+                            detail: "its status reports no disk problem; write + fsync not tried: it belongs to \(access.owner) "
+                                + "and \(userName()) may not write there")
+                : ProbeStep(.warning, "not checked: write + fsync in outbox directory \(dir)",
+                            detail: "it belongs to \(access.owner)\(access.group.map { " (group \($0))" } ?? ""), mode "
+                                + String(st.st_mode & 0o7777, radix: 8) + "; \(userName()) may not write there",
+                            fix: access.fix))
+        } else {
+            steps.append(writeProbe(dir))
+        }
         var fs = statvfs()
         if statvfs(dir, &fs) == 0 {
             let free = Int64(fs.f_bavail) * Int64(fs.f_frsize)
@@ -84,16 +109,11 @@ enum HostChecks {
             }
         }
         if let status {
-            let o = status.outbox
-            steps.append(pending(depth: o.depth, capacity: o.capacity,
-                                 oldest: o.oldestAgeSeconds.map { "oldest #\(o.oldestSeq.map(String.init) ?? "?") waiting \(duration($0))" },
-                                 source: "from the running service"))
-            if let problem = o.problem {
-                steps.append(ProbeStep(.failed, "the service's disk", detail: problem,
-                                       fix: "fix the disk (space, permissions, a read-only remount or I/O errors: dmesg); the agent "
-                                           + "writes again by itself (an outbox it could not open, after a restart)"))
-            }
-        } else if let peek = OutboxPeek.read(directory: dir) {
+            steps += fromService(status)
+            return steps
+        }
+        switch OutboxPeek.look(directory: dir) {
+        case .found(let peek):
             var oldest: String?
             if let entry = peek.oldest {
                 if entry.kernelBoot == EventStamper.readKernelBoot() {
@@ -108,10 +128,52 @@ enum HostChecks {
                 steps.append(ProbeStep(.warning, "outbox.log has damaged records or a torn end",
                                        detail: "the agent repairs it at start and declares what it cannot recover (outbox.dropped)"))
             }
-        } else {
+        case .absent:
             steps.append(ProbeStep(.ok, "nothing pending", detail: "no outbox.log yet"))
+        case .unreadable(let message, let code):
+            steps.append(ProbeStep(.warning, "not checked: events pending in the outbox",
+                                   detail: "\(message) (as \(userName()))",
+                                   fix: code == EACCES || code == EPERM ? access.fix
+                                       : "see the service's log (journalctl -u parkwise-agent): the agent says what it finds there at start"))
         }
         return steps
+    }
+
+    /// What the running service says of its outbox and disk.
+    private static func fromService(_ status: AgentStatus) -> [ProbeStep] {
+        let o = status.outbox
+        var steps = [pending(depth: o.depth, capacity: o.capacity,
+                             oldest: o.oldestAgeSeconds.map { "oldest #\(o.oldestSeq.map(String.init) ?? "?") waiting \(duration($0))" },
+                             source: "from the running service")]
+        if let problem = o.problem {
+            steps.append(ProbeStep(.failed, "the service's disk", detail: problem,
+                                   fix: "fix the disk (space, permissions, a read-only remount or I/O errors: dmesg); the agent "
+                                       + "writes again by itself (an outbox it could not open, after a restart)"))
+        }
+        return steps
+    }
+
+    /// The service's user: `parkwise` as the systemd unit says, or PARKWISE_AGENT_USER.
+    static var serviceUserName: String { Environment.value(ServiceUserCheck.variable) ?? "parkwise" }
+
+    /// Who may use the agent's state directory, for the checks doctor cannot make as this user: its owner and group,
+    /// whether it is closed to this user (another's, not writable here, and this user not the service's), and how
+    /// to get what it did not check.
+    static func stateAccess(_ dir: String) -> (owner: String, group: String?, othersOnly: Bool, fix: String) {
+        var st = stat()
+        let me = getuid()
+        guard stat(dir, &st) == 0 else {
+            return (serviceUserName, nil, me != 0,
+                    "run doctor as the service's user (sudo -u \(serviceUserName) parkwise-agent doctor)")
+        }
+        let owner = getpwuid(st.st_uid).flatMap { $0.pointee.pw_name.map { String(cString: $0) } } ?? "uid \(st.st_uid)"
+        let group = getgrgid(st.st_gid).flatMap { $0.pointee.gr_name.map { String(cString: $0) } }
+        let service = ServiceUser.lookup(serviceUserName)
+        let notService = service.map { $0.uid != me } ?? (st.st_uid != me)
+        let othersOnly = me != 0 && notService && Glibc.access(dir, W_OK | X_OK) != 0
+        let viaGroup = group.map { "members of group \($0) read the running service's status (sudo usermod -aG \($0) $USER, then log "
+            + "in again); " } ?? ""
+        return ("user \(owner)", group, othersOnly, viaGroup + "sudo -u \(owner) parkwise-agent doctor checks everything")
     }
 
     private static func pending(depth: Int, capacity: Int, oldest: String?, source: String) -> ProbeStep {

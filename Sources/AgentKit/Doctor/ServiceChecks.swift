@@ -9,49 +9,68 @@ enum ServiceChecks {
         var running: Bool
         var status: AgentStatus?
         var steps: [ProbeStep]
+        /// Whether doctor could tell if the service runs (false: the lock and the status socket are closed to it, and
+        /// it must not grab the lines a running service may hold).
+        var known = true
     }
 
     static func check(_ config: AgentConfig, configPath: String) -> Found {
         let lock = config.outbox.path + "/agent.lock"
+        let candidates = StatusSocket.candidates(outboxPath: config.outbox.path)
+        let expected = (site: config.site, device: config.device)
         var st = stat()
         if (stat(lock, &st) != 0 && errno == EACCES) || (stat(lock, &st) == 0 && access(lock, R_OK) != 0) {
-            return Found(running: false, status: nil, steps: [
-                ProbeStep(.warning, "cannot tell whether the agent service runs", detail: "\(lock) is not readable by \(HostChecks.userName())",
-                          fix: "run doctor as the service's user: sudo -u parkwise parkwise-agent doctor")])
+            // Another user's state directory: the status socket may still answer (the service's group may read it).
+            let path = StatusClient.locate(candidates)
+            switch StatusClient.fetch(path: path, expecting: expected, config: configPath) {
+            case .success(let status):
+                return described(status, configPath: configPath, source: "from its status socket \(path); \(lock) is not readable by \(HostChecks.userName())")
+            case .failure(let failure):
+                return Found(running: false, status: nil, steps: [
+                    ProbeStep(.warning, "not checked: whether the agent service runs",
+                              detail: "\(lock) is not readable by \(HostChecks.userName()), and its status socket: \(failure.message)",
+                              fix: HostChecks.stateAccess(config.outbox.path).fix)], known: false)
+            }
         }
         guard let holder = StateDirectoryLock.holder(directory: config.outbox.path) else {
             return Found(running: false, status: nil, steps: [
                 ProbeStep(.warning, "the agent service is not running", detail: "nobody holds \(config.outbox.path)/agent.lock",
                           fix: "systemctl start parkwise-agent (and journalctl -u parkwise-agent if it does not stay up)")])
         }
-        let path = StatusClient.locate(StatusSocket.candidates(outboxPath: config.outbox.path))
-        switch StatusClient.fetch(path: path) {
+        let path = StatusClient.locate(candidates)
+        switch StatusClient.fetch(path: path, expecting: expected, config: configPath) {
         case .failure(let failure):
             return Found(running: true, status: nil, steps: [
                 ProbeStep(.ok, "the agent service is running", detail: "\(holder) holds \(config.outbox.path)/agent.lock"),
                 ProbeStep(.warning, "its status", detail: failure.message, fix: failure.hint)])
         case .success(let status):
-            var steps = [ProbeStep(.ok, "the agent service is running",
-                                   detail: "pid \(status.pid), version \(status.version), up \(HostChecks.duration(status.uptimeSeconds)), "
-                                       + "boot \(status.boot)" + (status.mode == "live" ? "" : ", \(status.mode)"))]
-            let hash = ConfigFile.hash(path: configPath)
-            if let running = status.configHash, let hash, running != hash {
-                steps.append(ProbeStep(.warning, "it runs another version of \(configPath)",
-                                       detail: "config hash \(running), the file's is \(hash)",
-                                       fix: "systemctl restart parkwise-agent to apply the file (check-config it first)"))
-            }
-            let link = status.link
-            if link.isConnected {
-                steps.append(ProbeStep(.ok, "its link is connected", detail: "to \(link.broker ?? "?")"
-                                       + (link.connectedSince.map { " since \($0)" } ?? "") + ", \(link.reconnects) reconnects"))
-            } else {
-                steps.append(ProbeStep(.warning, "its link is not connected (\(link.state))", detail: link.lastLoss,
-                                       fix: "see the broker checks below; events wait in the outbox meanwhile"))
-            }
-            if status.clock == "unsynced" {
-                steps.append(ProbeStep(.warning, "it stamps events clock: unsynced", fix: "see the clock check below"))
-            }
-            return Found(running: true, status: status, steps: steps)
+            return described(status, configPath: configPath, source: nil)
         }
+    }
+
+    /// The service's state as its status tells it.
+    private static func described(_ status: AgentStatus, configPath: String, source: String?) -> Found {
+        var steps = [ProbeStep(.ok, "the agent service is running",
+                               detail: "pid \(status.pid), version \(status.version), up \(HostChecks.duration(status.uptimeSeconds)), "
+                                   + "boot \(status.boot)" + (status.mode == "live" ? "" : ", \(status.mode)")
+                                   + (source.map { " (\($0))" } ?? ""))]
+        let hash = ConfigFile.hash(path: configPath)
+        if let running = status.configHash, let hash, running != hash {
+            steps.append(ProbeStep(.warning, "it runs another version of \(configPath)",
+                                   detail: "config hash \(running), the file's is \(hash)",
+                                   fix: "systemctl restart parkwise-agent to apply the file (check-config it first)"))
+        }
+        let link = status.link
+        if link.isConnected {
+            steps.append(ProbeStep(.ok, "its link is connected", detail: "to \(link.broker ?? "?")"
+                                   + (link.connectedSince.map { " since \($0)" } ?? "") + ", \(link.reconnects) reconnects"))
+        } else {
+            steps.append(ProbeStep(.warning, "its link is not connected (\(link.state))", detail: link.lastLoss,
+                                   fix: "see the broker checks below; events wait in the outbox meanwhile"))
+        }
+        if status.clock == "unsynced" {
+            steps.append(ProbeStep(.warning, "it stamps events clock: unsynced", fix: "see the clock check below"))
+        }
+        return Found(running: true, status: status, steps: steps)
     }
 }
