@@ -152,6 +152,20 @@ import Testing
         #expect(r.out.contains("2 sensors on it"))
     }
 
+    /// Expanders on I2C bus 1 take GPIO2/3 (SDA/SCL): the drawing marks them, so nobody wires a sensor there; the
+    /// count of sensors on the header stays the sensors'.
+    @Test func marksGPIO2And3AsTheI2CBusOfTheExpanders() throws {
+        let r = try runAgent(["lines", "--config", packageRoot + "/hardware/examples/campus.yaml"])
+        #expect(r.code == 0, "\(r.err)")
+        let lines = r.out.split(separator: "\n").map(String.init)
+        #expect(lines.contains { $0.hasSuffix("I2C bus 1 SDA (8 expanders)  GPIO2 ( 3|4 ) 5V     ") }, "\(r.out)")
+        #expect(lines.contains { $0.hasSuffix("I2C bus 1 SCL (8 expanders)  GPIO3 ( 5|6 ) GND    ") }, "\(r.out)")
+        #expect(r.out.contains("; 8 sensors on it"), "\(r.out)")
+        // Without expanders (single-gate.yaml) the pins stay unmarked.
+        let plain = try runAgent(["lines", "--config", packageRoot + "/hardware/examples/single-gate.yaml"])
+        #expect(!plain.out.contains("I2C bus"), "\(plain.out)")
+    }
+
     @Test func withoutChipsOrConfigItSaysSoAndFails() throws {
         guard !FileManager.default.fileExists(atPath: "/dev/gpiochip0") else { return }
         let r = try runAgent(["lines"])
