@@ -10,6 +10,14 @@ import Testing
         #expect(r.out.hasPrefix("OVERVIEW: ParkWise gate & sensor agent"))
         #expect(r.out.contains("USAGE: parkwise-agent <subcommand>"))
         for name in ["run", "check-config", "monitor", "version", "help"] { #expect(r.out.contains("\n  \(name) ")) }
+        // Where to start on site, before anything else: doctor, then walk-test, then status, one line each.
+        let lines = r.out.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        let onSite = try #require(lines.firstIndex(of: "ON SITE (in this order):"), "\(r.out)")
+        #expect(onSite < (lines.firstIndex { $0.hasPrefix("USAGE:") } ?? 0))
+        #expect(lines[onSite + 1].hasPrefix("  1. doctor ") && lines[onSite + 1].contains("each failure with its fix"))
+        #expect(lines[onSite + 2].hasPrefix("  2. walk-test ") && lines[onSite + 2].contains("each sensor on its line"))
+        #expect(lines[onSite + 3].hasPrefix("  3. status ") && lines[onSite + 3].contains("running service sees"))
+        #expect(try runAgent(["help"]).out == r.out)
         let sub = try runAgent(["help", "check-config"])
         #expect(sub.code == 0)
         #expect(sub.out.contains("USAGE: parkwise-agent check-config <file>"))
