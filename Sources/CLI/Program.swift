@@ -14,18 +14,27 @@ public struct Program: Sendable {
     public var version: String
     /// The subcommands in the order `help` lists them; `help` is added at the end.
     public var commands: [CommandSpec]
+    /// What to run first on site, in order (command, what it tells): shown at the top of the overview.
+    public var onSite: [(command: String, tells: String)]
 
     public static let helpSpec = CommandSpec(name: "help", abstract: "Show help for a subcommand.",
                                              arguments: [.init(name: "subcommand", help: "The subcommand to explain.", optional: true)])
 
-    public init(summary: String, version: String, commands: [CommandSpec]) {
+    public init(summary: String, version: String, commands: [CommandSpec], onSite: [(command: String, tells: String)] = []) {
         self.summary = summary
         self.version = version
         self.commands = commands + [Program.helpSpec]
+        self.onSite = onSite
     }
 
     public var overview: String {
-        var text = "OVERVIEW: \(summary)\n\nUSAGE: \(CommandSpec.program) <subcommand>\n\nOPTIONS:\n"
+        var text = "OVERVIEW: \(summary)\n\n"
+        if !onSite.isEmpty {
+            text += "ON SITE (in this order):\n"
+            for (number, step) in onSite.enumerated() { text += row("\(number + 1). \(step.command)", step.tells) }
+            text += "\n"
+        }
+        text += "USAGE: \(CommandSpec.program) <subcommand>\n\nOPTIONS:\n"
         text += row("--version", "Show the version.")
         text += row("-h, --help", "Show help information.")
         text += "\nSUBCOMMANDS:\n"

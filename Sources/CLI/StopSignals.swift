@@ -16,6 +16,7 @@ public enum StopSignals {
     private struct Handler {
         let stop: @Sendable () -> Void
         let force: @Sendable () -> Void
+        let announce: Bool
     }
 
     private static let handler = Mutex<Handler?>(nil)
@@ -44,7 +45,7 @@ public enum StopSignals {
                 guard let handler = StopSignals.handler.withLock({ $0 }) else { endByDefault(number) }
                 if first == 0 {
                     first = now
-                    Log.info("stop requested", ["signal": number == SIGTERM ? "TERM" : "INT"])
+                    if handler.announce { Log.info("stop requested", ["signal": number == SIGTERM ? "TERM" : "INT"]) }
                     handler.stop()
                 } else if now - first > 500_000_000 {
                     Log.warn("second stop signal, forced exit", [:])
@@ -55,9 +56,11 @@ public enum StopSignals {
         }
     }
 
-    /// From now on the first signal calls `onStop` and a later one forces the exit.
-    public static func handle(onStop: @escaping @Sendable () -> Void, onForce: @escaping @Sendable () -> Void = {}) {
-        handler.withLock { $0 = Handler(stop: onStop, force: onForce) }
+    /// From now on the first signal calls `onStop` and a later one forces the exit. `announce`: the first one is logged
+    /// ("stop requested", for a service's journal); a tool the technician quits (status --watch, diagnose) quits silently.
+    public static func handle(announce: Bool = false, onStop: @escaping @Sendable () -> Void,
+                              onForce: @escaping @Sendable () -> Void = {}) {
+        handler.withLock { $0 = Handler(stop: onStop, force: onForce, announce: announce) }
     }
 
     /// From now on a signal ends the process again.

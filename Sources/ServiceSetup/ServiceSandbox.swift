@@ -150,7 +150,15 @@ public struct ServiceSandbox: Sendable, Equatable {
 
     /// What a write refused with EROFS at start means for the outbox `directory`. Run by systemd (`underService`) and
     /// outside the state directory, it is most likely the unit's sandbox; otherwise the file system is mounted read-only.
-    public static func readOnly(directory: String, underService: Bool) -> Credentials.Problem {
+    /// A file system read-only in itself (its superblock, as after I/O errors) is said as such whoever runs the agent:
+    /// neither a drop-in nor `install -d` helps there.
+    public static func readOnly(directory: String, underService: Bool, mount: ReadOnlyMount? = nil) -> Credentials.Problem {
+        if let mount = mount ?? ReadOnlyMount.of(directory), mount.fileSystem {
+            return Credentials.Problem(
+                message: "outbox directory \(directory) is on a read-only file system (EROFS): \(mount.mountPoint) is mounted "
+                    + "read-only",
+                hint: mount.hint(for: directory) + ", then restart the agent")
+        }
         if underService && !inStateDirectory(directory) {
             return Credentials.Problem(
                 message: "outbox directory \(directory) is read-only (EROFS): most likely the service's sandbox "

@@ -10,6 +10,14 @@ import Testing
         #expect(r.out.hasPrefix("OVERVIEW: ParkWise gate & sensor agent"))
         #expect(r.out.contains("USAGE: parkwise-agent <subcommand>"))
         for name in ["run", "check-config", "monitor", "version", "help"] { #expect(r.out.contains("\n  \(name) ")) }
+        // Where to start on site, before anything else: doctor, then walk-test, then status, one line each.
+        let lines = r.out.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        let onSite = try #require(lines.firstIndex(of: "ON SITE (in this order):"), "\(r.out)")
+        #expect(onSite < (lines.firstIndex { $0.hasPrefix("USAGE:") } ?? 0))
+        #expect(lines[onSite + 1].hasPrefix("  1. doctor ") && lines[onSite + 1].contains("each failure with its fix"))
+        #expect(lines[onSite + 2].hasPrefix("  2. walk-test ") && lines[onSite + 2].contains("each sensor on its line"))
+        #expect(lines[onSite + 3].hasPrefix("  3. status ") && lines[onSite + 3].contains("running service sees"))
+        #expect(try runAgent(["help"]).out == r.out)
         let sub = try runAgent(["help", "check-config"])
         #expect(sub.code == 0)
         #expect(sub.out.contains("USAGE: parkwise-agent check-config <file>"))
@@ -150,6 +158,20 @@ import Testing
         #expect(lines.contains("lane lot-b-gate loop b, active low, pull-up GPIO27 (13|14) GND    "))
         #expect(lines.contains { $0.hasSuffix("GPIO2 ( 3|4 ) 5V     ") })
         #expect(r.out.contains("2 sensors on it"))
+    }
+
+    /// Expanders on I2C bus 1 take GPIO2/3 (SDA/SCL): the drawing marks them, so nobody wires a sensor there; the
+    /// count of sensors on the header stays the sensors'.
+    @Test func marksGPIO2And3AsTheI2CBusOfTheExpanders() throws {
+        let r = try runAgent(["lines", "--config", packageRoot + "/hardware/examples/campus.yaml"])
+        #expect(r.code == 0, "\(r.err)")
+        let lines = r.out.split(separator: "\n").map(String.init)
+        #expect(lines.contains { $0.hasSuffix("I2C bus 1 SDA (8 expanders)  GPIO2 ( 3|4 ) 5V     ") }, "\(r.out)")
+        #expect(lines.contains { $0.hasSuffix("I2C bus 1 SCL (8 expanders)  GPIO3 ( 5|6 ) GND    ") }, "\(r.out)")
+        #expect(r.out.contains("; 8 sensors on it"), "\(r.out)")
+        // Without expanders (single-gate.yaml) the pins stay unmarked.
+        let plain = try runAgent(["lines", "--config", packageRoot + "/hardware/examples/single-gate.yaml"])
+        #expect(!plain.out.contains("I2C bus"), "\(plain.out)")
     }
 
     @Test func withoutChipsOrConfigItSaysSoAndFails() throws {

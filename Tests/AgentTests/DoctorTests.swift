@@ -192,6 +192,49 @@ import Testing
         _ = broker
     }
 
+    /// mqtts:// to the broker's plain port: the fix says the port does not speak TLS, not what to change in the
+    /// certificates (and there is no certificate expiry to read).
+    @Test func mqttsToAPlainPortSaysThePortDoesNotSpeakTLS() throws {
+        let broker = try Broker()
+        let dir = temporaryDirectory()
+        let config = try writeConfig(dir, mqtt: "  brokers: [\"mqtts://127.0.0.1:\(broker.port)\"]")
+        let (code, report, output) = try doctor(config)
+        #expect(code == 1, "\(output)")
+        let steps = checks(report, section: "broker")
+        let tls = try #require(steps.first { ($0["title"] as? String)?.hasPrefix("TLS") == true }, "\(output)")
+        #expect(tls["status"] as? String == "failed")
+        #expect(tls["title"] as? String == "TLS handshake: 127.0.0.1:\(broker.port) does not speak TLS", "\(tls)")
+        #expect(tls["fix"] as? String == "use mqtt://127.0.0.1:\(broker.port) for this port, or keep mqtts:// with the "
+                + "broker's TLS port (typically 8883)", "\(tls)")
+        #expect(!output.contains("signed by the CA") && !output.contains("expiry date not read"), "\(output)")
+        _ = broker
+    }
+
+    /// A broker certificate that expired: the handshake's fix says so with the date, not the CA and host name.
+    @Test func anExpiredBrokerCertificateSaysRenewItWithItsDate() throws {
+        let pki = try TestPKI(serverDays: -1)
+        let tlsPort = freePort()
+        let broker = try Broker(extraConfig: pki.listener(tlsPort))
+        let dir = temporaryDirectory()
+        let config = try writeConfig(dir, mqtt: """
+              brokers: ["mqtts://127.0.0.1:\(tlsPort)"]
+              tls: { ca: \(pki.ca) }
+            """)
+        let (code, report, output) = try doctor(config)
+        #expect(code == 1, "\(output)")
+        let steps = checks(report, section: "broker")
+        let tls = try #require(steps.first { $0["title"] as? String == "TLS handshake and broker certificate" }, "\(output)")
+        #expect(tls["status"] as? String == "failed")
+        let day = ISO8601DateFormatter()
+        day.formatOptions = [.withFullDate]
+        let yesterday = day.string(from: Date(timeIntervalSinceNow: -86_400))   // the certificate's notAfter
+        #expect(tls["fix"] as? String == "the broker's certificate (CN 127.0.0.1) expired on \(yesterday): renew it "
+                + "(deploy/mosquitto/make-certs.sh makes new ones) and restart the broker", "\(tls)")
+        #expect(steps.contains { $0["status"] as? String == "failed"
+                    && $0["title"] as? String == "broker certificate (CN 127.0.0.1) expired on \(yesterday)" }, "\(output)")
+        _ = broker
+    }
+
     /// A listener whose queue is full drops new connections' SYNs, as a black-holed address does: doctor ends anyway,
     /// with the TCP step failed after its timeout.
     @Test func aBlackHoledBrokerCannotHangTheDoctor() throws {

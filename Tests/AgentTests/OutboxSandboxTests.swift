@@ -161,4 +161,44 @@ import TestSupport
             #expect(agent.wait(10) == 0, "\(agent.stderr)")
         }
     }
+
+    /// `command` in a mount namespace of its own where `directory` is a file system mounted read-only in itself (a
+    /// tmpfs remounted ro: its superblock, as ext4 after I/O errors), not only a read-only view of a writable one.
+    func onReadOnlyFileSystem(_ directory: String, _ command: String) throws -> Child {
+        try Child("/usr/bin/unshare", ["-m", "sh", "-c", "mount -t tmpfs none \(directory) && mount -o remount,ro \(directory) && "
+                                        + "exec " + command])
+    }
+
+    /// A missing outbox directory on a file system mounted read-only: `install -d` would fail there, and a drop-in
+    /// would not help; both check-config (the unit's ReadWritePaths= directory) and `run` (even under systemd, where a
+    /// read-only directory is otherwise most likely the sandbox) say the file system is read-only and how to remount it.
+    @Test(.enabled(if: canMountReadOnly, "needs root and mounts: a read-only file system in a private mount namespace"))
+    func aMissingDirectoryOnAReadOnlyFileSystemSaysRemountNotInstall() throws {
+        let directory = temporaryDirectory().path
+        let outbox = directory + "/outbox"
+        let config = try writeConfig(outbox: outbox)
+        let root = try unitRoot(dropIns: ["override.conf": "[Service]\nReadWritePaths=\(outbox)\n"])
+        let check = try onReadOnlyFileSystem(directory, "/usr/bin/env PARKWISE_SYSTEMD_ROOT=\(root) \(agentBinary) check-config \(config)")
+        #expect(check.wait(30) == 78, "\(check.stderr)")
+        #expect(check.stderr.contains("error: parkwise-agent.service has ReadWritePaths=\(outbox), which does not exist and "
+                                      + "cannot be made: \(directory) is mounted read-only"), "\(check.stderr)")
+        #expect(check.stderr.contains("hint: the file system at \(directory) is mounted read-only (findmnt -T \(directory); "),
+                "\(check.stderr)")
+        #expect(check.stderr.contains("sudo mount -o remount,rw \(directory)"), "\(check.stderr)")
+        #expect(!check.stderr.contains("hint: sudo install -d"), "\(check.stderr)")
+
+        let runtime = temporaryDirectory().path
+        let agent = try onReadOnlyFileSystem(directory, "/usr/bin/env RUNTIME_DIRECTORY=\(runtime) INVOCATION_ID=0123abcd "
+                                                + "\(agentBinary) run --config \(config) --simulate")
+        defer { agent.signal(SIGKILL) }
+        #expect(eventually(15) { agent.stderr.contains("agent running") }, "\(agent.stderr)")
+        let first = agent.stderr.split(separator: "\n").first { $0.hasPrefix("error ") }.map(String.init) ?? ""
+        #expect(first.hasPrefix("error outbox directory read-only dir=\(outbox) "), "\(agent.stderr)")
+        #expect(first.contains("why=\"outbox directory \(outbox) is on a read-only file system (EROFS): \(directory) is "
+                               + "mounted read-only\""), "\(first)")
+        #expect(first.contains("sudo mount -o remount,rw \(directory)") && !first.contains("ReadWritePaths=")
+                    && !first.contains("install -d"), "\(first)")
+        agent.signal(SIGTERM)
+        #expect(agent.wait(10) == 0, "\(agent.stderr)")
+    }
 }

@@ -133,3 +133,52 @@ import TestSupport
         agent.stop()
     }
 }
+
+extension RemoteDiagnosticsTests {
+    /// The diag reply of the example campus (156 spots on expanders, 4 lanes) once every input has changed, half of
+    /// them twice (a garage in use: each input with its last change, each spot with its since): whole, and the size
+    /// deploy/backend/CONTRACT.md says ("about N KB", within a tenth), so a broker's or a backend's limit can be set
+    /// from the document.
+    @Test func aCampusDiagReplyIsTheSizeTheContractSays() throws {
+        let campus = packageRoot + "/hardware/examples/campus.yaml"
+        let yaml = try String(contentsOfFile: campus, encoding: .utf8)
+        let lanes = yaml.components(separatedBy: "\nlanes:")[1].components(separatedBy: "\nspots:")[0]
+        let inputs = matches(#"input: "([^"]+)""#, in: yaml) + matches(#"(GPIO[0-9]+)"#, in: lanes)
+        #expect(inputs.count == 164)
+        var trace = ["{\"parkwise_trace\": 1}"]
+        for (i, input) in inputs.enumerated() { trace.append("{\"t_ms\": \(100 + 5 * i), \"input\": \"\(input)\", \"value\": 1}") }
+        for (i, input) in inputs.prefix(inputs.count / 2).enumerated() {
+            trace.append("{\"t_ms\": \(20_000 + 5 * i), \"input\": \"\(input)\", \"value\": 0}")
+        }
+        let dir = temporaryDirectory()
+        let broker = try Broker()
+        let topic = "parkwise/v1/uniandes/campus-main"
+        let subscriber = try Subscriber(broker, filter: topic + "/reply")
+        try subscriber.listen()
+        defer { subscriber.stop() }
+        let agent = try RunningAgent(dir, ["--config", campus, "--replay", try writeTrace(dir, trace.joined(separator: "\n") + "\n"),
+                                           "--speed", "100"], broker: broker)
+        defer { agent.stop() }
+        #expect(eventually(20) {
+            ((try? agent.status())?.inputs.map(\.changes).reduce(0, +) ?? 0) == inputs.count + inputs.count / 2
+        }, "\(agent.child.stderr)")
+        let pub = try Child("/usr/bin/mosquitto_pub", ["-p", "\(broker.port)", "-q", "1", "-t", topic + "/cmd/diag",
+                                                      "-m", #"{"id": "size"}"#])
+        #expect(pub.wait(10) == 0)
+        #expect(eventually(10) { !subscriber.messages.isEmpty }, "\(agent.child.stderr)")
+        let reply = try #require(subscriber.messages.first)
+        let body = try #require(reply.json["diag"] as? [String: Any])
+        #expect(body["truncated"] == nil)
+        let contract = try String(contentsOfFile: packageRoot + "/deploy/backend/CONTRACT.md", encoding: .utf8)
+        let said = try #require(matches(#"A campus of 156 spots fits whole \(about ([0-9]+) KB"#, in: contract).first.flatMap { Int($0) })
+        let measured = Double(reply.payload.utf8.count) / 1024
+        #expect(abs(measured - Double(said)) <= Double(said) / 10, "measured \(measured) KB, CONTRACT.md says about \(said) KB")
+    }
+
+    private func matches(_ pattern: String, in text: String) -> [String] {
+        let regex = try! NSRegularExpression(pattern: pattern)
+        return regex.matches(in: text, range: NSRange(text.startIndex..., in: text)).compactMap {
+            Range($0.range(at: 1), in: text).map { String(text[$0]) }
+        }
+    }
+}

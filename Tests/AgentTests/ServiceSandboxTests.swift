@@ -117,3 +117,24 @@ import TestSupport
         #expect(ServiceSandbox.installed(root: root) == nil)
     }
 }
+
+extension ServiceSandboxTests {
+    /// mountinfo's two sets of options: a read-only view of a writable file system (systemd's sandbox, a ro bind mount)
+    /// is not a read-only file system; the deepest mount holding the path decides, a missing directory by its parent.
+    @Test func aReadOnlyFileSystemIsToldFromAReadOnlyView() {
+        let existing = temporaryDirectory().path
+        let info = """
+        27 1 259:2 / / rw,relatime shared:1 - ext4 /dev/root rw
+        80 27 0:40 / \(existing) ro,relatime - tmpfs none ro
+        """
+        #expect(ReadOnlyMount.of(existing + "/outbox/deeper", mountinfo: info)
+                == ReadOnlyMount(mountPoint: existing, fileSystem: true))
+        let view = info.replacingOccurrences(of: "- tmpfs none ro", with: "- tmpfs none rw")
+        #expect(ReadOnlyMount.of(existing + "/outbox", mountinfo: view) == ReadOnlyMount(mountPoint: existing, fileSystem: false))
+        #expect(ReadOnlyMount.of("/", mountinfo: info) == nil)
+        let sandboxed = ServiceSandbox.readOnly(directory: "/data/parkwise", underService: true,
+                                                mount: ReadOnlyMount(mountPoint: "/data", fileSystem: true))
+        #expect(sandboxed.message == "outbox directory /data/parkwise is on a read-only file system (EROFS): /data is mounted read-only")
+        #expect(sandboxed.hint.contains("sudo mount -o remount,rw /data") && !sandboxed.hint.contains("ReadWritePaths="))
+    }
+}

@@ -69,14 +69,11 @@ extension StopSignalTests {
         // would otherwise stay in between and take the signals meant for the watch).
         let script = try Child("/usr/bin/script", ["-qfec", "exec \(agentBinary) status --watch --socket \(path)", "/dev/null"])
         defer { script.signal(SIGKILL) }
-        var watch: Int32 = 0
-        #expect(eventually(5) {
-            let children = (try? String(contentsOfFile: "/proc/\(script.pid)/task/\(script.pid)/children", encoding: .utf8)) ?? ""
-            watch = children.split(separator: " ").first.flatMap { Int32($0) } ?? 0
-            return watch > 0 && script.stdout.contains("\u{1B}[?1049h")
-        })
+        let watch = Self.watchOnScreen(script)
+        #expect(watch > 0)
         kill(watch, SIGINT)
-        #expect(eventually(5) { script.stdout.contains("stop requested") })
+        // The watch quits silently (no "stop requested"): the signal taken from its pending set is what says it came.
+        #expect(eventually(5) { Self.noSignalPending(watch) })
         usleep(700_000)   // a second signal within half a second would be the same request
         kill(watch, SIGINT)
         #expect(script.wait(10) != nil)
@@ -84,5 +81,48 @@ extension StopSignalTests {
         #expect(out.contains("forced exit"), "\(out.debugDescription)")
         let forced = try #require(out.range(of: "forced exit"))
         #expect(out[forced.upperBound...].contains("\u{1B}[?25h\u{1B}[?1049l"), "\(out.debugDescription)")
+    }
+}
+
+extension StopSignalTests {
+    /// The watch `script` runs, once it has taken the alternate screen (0 if not within 5 s).
+    static func watchOnScreen(_ script: Child) -> Int32 {
+        var watch: Int32 = 0
+        let shown = eventually(5) {
+            let children = (try? String(contentsOfFile: "/proc/\(script.pid)/task/\(script.pid)/children", encoding: .utf8)) ?? ""
+            watch = children.split(separator: " ").first.flatMap { Int32($0) } ?? 0
+            return watch > 0 && script.stdout.contains("\u{1B}[?1049h")
+        }
+        return shown ? watch : 0
+    }
+
+    /// Whether process `pid` has no signal waiting (its own or its thread group's): sigwait has taken it.
+    static func noSignalPending(_ pid: Int32) -> Bool {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return false }
+        let pending = text.split(separator: "\n").filter { $0.hasPrefix("SigPnd:") || $0.hasPrefix("ShdPnd:") }
+        return pending.count == 2 && pending.allSatisfy { $0.split(separator: "\t").last.map { UInt64($0, radix: 16) == 0 } == true }
+    }
+
+    /// Quitting a technician's tool (Ctrl-C in `status --watch`, `diagnose`) is not news: nothing is logged. `run`
+    /// still logs "stop requested" for the journal (the tests above).
+    @Test func quittingTheWatchOrDiagnoseIsSilent() throws {
+        let dir = temporaryDirectory()
+        let watch = try Child("/usr/bin/script", ["-qfec", "exec \(agentBinary) status --watch --socket \(dir.path)/none.sock",
+                                                  "/dev/null"])
+        defer { watch.signal(SIGKILL) }
+        let pid = Self.watchOnScreen(watch)
+        #expect(pid > 0, "\(watch.stdout.debugDescription)")
+        kill(pid, SIGINT)
+        #expect(watch.wait(10) != nil)
+        #expect(!watch.stdout.contains("stop requested"), "\(watch.stdout.debugDescription)")
+
+        let diagnose = try Child(agentBinary, ["diagnose", "--config", try writeGarage(dir), "--replay", try writeTrace(dir, "")])
+        defer { diagnose.signal(SIGKILL) }
+        #expect(eventually(10) { diagnose.stdout.contains("trace finished") }, "\(diagnose.stderr)")
+        diagnose.signal(SIGINT)
+        #expect(diagnose.wait(10) == 0, "\(diagnose.stderr)")
+        #expect(diagnose.stdout.contains("summary after"), "\(diagnose.stdout)")
+        #expect(!diagnose.stderr.contains("stop requested") && !diagnose.stdout.contains("stop requested"),
+                "\(diagnose.stderr)")
     }
 }

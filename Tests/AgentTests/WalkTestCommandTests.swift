@@ -59,6 +59,24 @@ import Testing
         #expect(err.contains("[2/3] Cover P1-A-01 now — sensor on GPIO22"))
     }
 
+    /// One spot, one step: "1 step", not "1 steps".
+    @Test func oneStepIsSaidInTheSingular() throws {
+        let dir = temporaryDirectory()
+        let configPath = dir.appendingPathComponent("one.yaml").path
+        try """
+        site: testsite
+        device: walk
+        board: raspberry-pi-4
+        levels: [ { id: P1, capacity: 10 } ]
+        spots: [ { id: P1-A-01, input: GPIO22, delayed_on: 200ms, delayed_off: 200ms } ]
+        """.write(toFile: configPath, atomically: true, encoding: .utf8)
+        let tracePath = dir.appendingPathComponent("walk.jsonl").path
+        try (["{\"parkwise_trace\": 1}", Self.line((500, "GPIO22", 1)), Self.line((1000, "GPIO22", 0))].joined(separator: "\n") + "\n").write(toFile: tracePath, atomically: true, encoding: .utf8)
+        let (_, _, err) = try runAgent(["walk-test", "--config", configPath, "--replay", tracePath, "--speed", "4",
+                                        "--report", dir.appendingPathComponent("report.json").path, "--json"])
+        #expect(err.contains("walk-test of testsite/walk: 1 step, 0 already judged"), "\(err)")
+    }
+
     @Test func aSwappedPairIsNamedBothWays() throws {
         let (code, report, err) = try walk(Self.walkTrace(spotLines: ["GPIO23", "GPIO22"]))
         #expect(verdicts(report) == ["ramp confirmed", "P1-A-01 swapped", "P1-A-02 swapped"], "\(err)")

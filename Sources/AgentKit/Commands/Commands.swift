@@ -9,7 +9,12 @@ public enum Commands {
         """,
         version: AgentVersion.current,
         commands: [RunCommand.spec, CheckConfigCommand.spec, DoctorCommand.spec, LinesCommand.spec, DiagnoseCommand.spec,
-                   WalkTestCommand.spec, StatusCommand.spec, MonitorCommand.spec, VersionCommand.spec])
+                   WalkTestCommand.spec, StatusCommand.spec, MonitorCommand.spec, VersionCommand.spec],
+        onSite: [
+            ("doctor", "Checks config, files, inputs, outbox, broker; each failure with its fix."),
+            ("walk-test", "Trigger each loop and spot in turn: is each sensor on its line?"),
+            ("status", "What the running service sees: link, counts, inputs (--watch: live)."),
+        ])
 
     /// The commands that need no Swift concurrency (`run` above all: an agent that never touches Dispatch's worker
     /// pool has no timer waking it every second), run on the calling thread; nil for the others.

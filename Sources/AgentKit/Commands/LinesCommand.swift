@@ -76,8 +76,20 @@ enum HeaderDrawing {
                 sensorByGPIO[gpio] = label
             }
         }
+        let sensors = sensorByGPIO.count
+        // An expander on I2C bus 1 takes GPIO2/3 (SDA/SCL): marked, so nobody wires a sensor there.
+        let busChips = Set(config.inputs.compactMap { input -> String? in
+            guard input.usesI2CBus1, case .chipLine(let chip, _) = input.ref else { return nil }
+            return chip
+        })
+        if !busChips.isEmpty {
+            let expanders = busChips.count == 1 ? "expander \(busChips.first!)" : "\(busChips.count) expanders"
+            for (gpio, signal) in ConfigReader.i2cBus1 where sensorByGPIO[gpio] == nil {
+                sensorByGPIO[gpio] = "I2C bus 1 \(signal) (\(expanders))"
+            }
+        }
         let width = max(20, sensorByGPIO.values.map(\.count).max() ?? 0)
-        var out = "40-pin header (pin 1 nearest the board's corner; \(sensorByGPIO.count) sensors on it):\n"
+        var out = "40-pin header (pin 1 nearest the board's corner; \(sensors) sensors on it):\n"
         for row in 0..<20 {
             let left = 2 * row + 1, right = left + 1
             let leftName = name(left), rightName = name(right)

@@ -31,7 +31,7 @@ enum RunCommand {
         // A stop asked for while starting (systemd stops a service that is still starting) is kept, and the agent
         // stops gracefully as soon as it runs.
         let early = EarlyStop()
-        StopSignals.handle(onStop: { early.asked.store(true, ordering: .releasing) })
+        StopSignals.handle(announce: true, onStop: { early.asked.store(true, ordering: .releasing) })
         let path = args.option("config")!
         if args.flag("verbose") || Environment.value("PARKWISE_LOG") == "debug" { Log.threshold = .debug }
         var config: AgentConfig
@@ -100,7 +100,7 @@ enum RunCommand {
             printError("error: \(error)")
             return ExitCode.config
         }
-        StopSignals.handle(onStop: { runtime.requestStop() })
+        StopSignals.handle(announce: true, onStop: { runtime.requestStop() })
         if early.asked.load(ordering: .acquiring) { runtime.requestStop() }
         let statusPath = StatusSocket.path(runtimeDirectory: Environment.value("RUNTIME_DIRECTORY"),
                                            outboxPath: config.outbox.path)

@@ -47,12 +47,25 @@ enum SandboxCheck {
         guard let problem = sandbox.problem(outbox: directory) else {
             guard let rule = sandbox.rule(for: directory), rule.setting.hasPrefix("ReadWritePaths="),
                   access(rule.path, F_OK) != 0 else { return nil }
+            if let mount = ReadOnlyMount.of(rule.path) {
+                // Run outside the sandbox: a read-only mount here is the storage's, and `install -d` would fail on it.
+                return Credentials.Problem(
+                    message: "\(ServiceSandbox.unit) has \(rule.setting), which does not exist and cannot be made: "
+                        + "\(mount.mountPoint) is mounted read-only; systemd does not start the service (status=226/NAMESPACE) "
+                        + "until it exists",
+                    hint: mount.hint(for: rule.path) + " (sudo install -d -o parkwise -g parkwise -m 750 \(rule.path))")
+            }
             return Credentials.Problem(
                 message: "\(ServiceSandbox.unit) has \(rule.setting), which does not exist: systemd does not start the service "
                     + "(status=226/NAMESPACE) until it does",
                 hint: "sudo install -d -o parkwise -g parkwise -m 750 \(rule.path)")
         }
-        guard let resolved = realpath(directory, nil) else { return problem }
+        guard let resolved = realpath(directory, nil) else {
+            // Not made yet, on storage mounted read-only: neither `install -d` nor a drop-in helps until it is remounted.
+            guard let mount = ReadOnlyMount.of(directory) else { return problem }
+            return Credentials.Problem(message: problem.message + "; and \(mount.mountPoint) is mounted read-only",
+                                       hint: mount.hint(for: directory) + "; then " + problem.hint)
+        }
         defer { free(resolved) }
         return sandbox.problem(outbox: String(cString: resolved)) == nil ? nil : problem
     }

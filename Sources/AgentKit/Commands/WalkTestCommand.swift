@@ -148,7 +148,7 @@ enum WalkTestCommand {
                 }
             }
         }
-        show("walk-test of \(config.site)/\(config.device): \(walk.steps.count) steps, \(walk.results.count) already judged "
+        show("walk-test of \(config.site)/\(config.device): \(StatusWords.plural(walk.steps.count, "step")), \(walk.results.count) already judged "
              + "(report \(reportPath))")
         tell(walk.start())
         var traceDone = false

@@ -80,7 +80,7 @@ enum RunCommand {
         let runtime = BridgeRuntime(settings: .init(databaseURL: databaseURL, link: link, config: config,
                                                     startTimeout: timeout))
         Log.info("bridge starting", ["database": url, "broker": broker, "accept_simulated": config.acceptSimulated])
-        StopSignals.handle(onStop: { runtime.requestStop() })
+        StopSignals.handle(announce: true, onStop: { runtime.requestStop() })
         let code = runtime.run(db: db, knownFeeds: known)
         StopSignals.release()
         return code

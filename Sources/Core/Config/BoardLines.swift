@@ -6,7 +6,7 @@ extension ConfigReader {
     static let boardGPIOs = 0...27
 
     /// I2C bus 1 (`i2c_arm`, where expander overlays go unless told otherwise) is GPIO2 (SDA) and GPIO3 (SCL).
-    static let i2cBus1 = [2: "SDA", 3: "SCL"]
+    public static let i2cBus1 = [2: "SDA", 3: "SCL"]
 
     /// Chip labels of I2C GPIO expanders (hardware/boards/README.md); `mcp23s17` is SPI and is not one.
     static let i2cExpanderLabels = ["mcp23017", "mcp23008", "pcf8574", "pcf8575", "pca9555", "pca9535", "tca9555"]
@@ -41,7 +41,7 @@ extension InputConfig {
     }
 
     /// A line of an expander on I2C bus 1: by device (`1-0020:GPA0`) or by an expander's label.
-    var usesI2CBus1: Bool {
+    public var usesI2CBus1: Bool {
         guard case .chipLine(let chip, _) = ref else { return false }
         return chip.hasPrefix("1-") || ConfigReader.i2cExpanderLabels.contains(chip)
     }

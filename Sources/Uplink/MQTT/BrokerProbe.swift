@@ -57,10 +57,33 @@ public enum BrokerProbe {
                 + session(settings: settings, broker: broker, topics: topics, timeout: timeout, version: 4)
         }
         if broker.tls, let handshake = mqtt.firstIndex(where: { $0.title.hasPrefix("TLS handshake") }) {
-            let peer = PeerCertificate.fetch(addresses, host: broker.host, port: broker.port, timeout: timeout)
+            let answer = PeerCertificate.answer(addresses, host: broker.host, port: broker.port, timeout: timeout)
+            let failed = mqtt[handshake].status == .failed
+            if failed, answer == .notTLS {
+                // A plain listener: no certificate to blame, and no expiry to read.
+                mqtt[handshake] = notTLSStep(broker, detail: mqtt[handshake].detail)
+                return steps + mqtt
+            }
+            let peer: CertificateInfo?
+            if case .certificate(let info) = answer { peer = info } else { peer = nil }
+            if failed, let peer, peer.expiry(now: Int64(time(nil))).daysLeft < 0 {
+                // The handshake failed on the expiry: the CA and host name are not what to change.
+                mqtt[handshake].fix = "the broker's certificate\(peer.commonName.map { " (CN \($0))" } ?? "") expired on "
+                    + "\(peer.expiry(now: Int64(time(nil))).date): renew it (deploy/mosquitto/make-certs.sh makes new ones) "
+                    + "and restart the broker"
+            }
             mqtt.insert(expiryStep(peer, what: "broker certificate"), at: handshake + 1)
         }
         return steps + mqtt
+    }
+
+    /// mqtts:// to a port that answered the TLS hello as a plain listener does.
+    static func notTLSStep(_ broker: LinkSettings.Broker, detail: String?) -> ProbeStep {
+        ProbeStep(.failed, "TLS handshake: \(broker.host):\(broker.port) does not speak TLS",
+                  detail: "it hung up on a TLS hello without a TLS answer (a plain MQTT listener)"
+                    + (detail.map { "; \($0)" } ?? ""),
+                  fix: "use mqtt://\(broker.host):\(broker.port) for this port, or keep mqtts:// with the broker's TLS "
+                    + "port (typically 8883)")
     }
 
     /// A certificate's expiry as a step: ok, a warning within 30 days, failed once expired.

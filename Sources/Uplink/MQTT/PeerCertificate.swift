@@ -7,8 +7,24 @@ import ParkWiseLog
 /// is completed and nothing is trusted from it (libmosquitto verifies the broker on the real connection).
 /// nil when the broker does not answer this way in `timeout` (TLS 1.3 only, not TLS at all).
 enum PeerCertificate {
+    /// What the port answered to a TLS hello.
+    enum Answer: Equatable {
+        case certificate(CertificateInfo)
+        /// Bytes that are no TLS record, or the connection closed with no TLS record at all: a plain listener (a
+        /// plain MQTT broker takes the hello for a malformed packet and hangs up). A TLS server answers with a
+        /// record, if only an alert.
+        case notTLS
+        /// No certificate read (a TLS 1.3-only listener, an alert, no answer in time).
+        case unknown
+    }
+
     static func fetch(_ addresses: [Address], host: String, port: Int, timeout: Double) -> CertificateInfo? {
-        guard case .success(let connected) = NetworkProbe.open(addresses, port: port, timeout: timeout) else { return nil }
+        if case .certificate(let info) = answer(addresses, host: host, port: port, timeout: timeout) { return info }
+        return nil
+    }
+
+    static func answer(_ addresses: [Address], host: String, port: Int, timeout: Double) -> Answer {
+        guard case .success(let connected) = NetworkProbe.open(addresses, port: port, timeout: timeout) else { return .unknown }
         let fd = connected.fd
         defer { close(fd) }
         let deadline = monotonicSeconds() + timeout
@@ -16,35 +32,40 @@ enum PeerCertificate {
         var sent = 0
         while sent < hello.count {
             var pfd = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-            guard poll(&pfd, 1, remainingMs(deadline)) > 0 else { return nil }
+            guard poll(&pfd, 1, remainingMs(deadline)) > 0 else { return .unknown }
             let n = hello.withUnsafeBytes { send(fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) }
             if n < 0 && (errno == EAGAIN || errno == EINTR) { continue }
-            guard n > 0 else { return nil }
+            guard n > 0 else { return .unknown }
             sent += n
         }
         var received: [UInt8] = []
         var handshake: [UInt8] = []
+        var anyRecord = false
         var buffer = [UInt8](repeating: 0, count: 16_384)
         // Bounded in all: a hostile server streaming handshake records that never complete a certificate must not
         // grow doctor until the timeout (at loopback speed, gigabytes).
         while received.count + handshake.count < 256 * 1024 {
             // Whole records so far: handshake bytes collected, an alert ends it.
+            if let first = received.first, !(0x14...0x17).contains(first) { return .notTLS }
             while received.count >= 5 {
                 let length = Int(received[3]) << 8 | Int(received[4])
                 guard received.count >= 5 + length else { break }
-                if received[0] == 0x15 { return nil }
+                anyRecord = true
+                if received[0] == 0x15 { return .unknown }
                 if received[0] == 0x16 { handshake += received[5..<5 + length] }
                 received.removeFirst(5 + length)
             }
-            if let certificate = firstCertificate(handshake) { return CertificateInfo.der(certificate) }
+            if let certificate = firstCertificate(handshake) { return CertificateInfo.der(certificate).map { .certificate($0) } ?? .unknown }
             var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            guard poll(&pfd, 1, remainingMs(deadline)) > 0 else { return nil }
+            guard poll(&pfd, 1, remainingMs(deadline)) > 0 else { return .unknown }
             let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             if n < 0 && (errno == EAGAIN || errno == EINTR) { continue }
-            guard n > 0 else { return nil }
+            // Closed or reset (the hello's unread rest in its buffer makes the close a reset): a TLS server says why in an
+            // alert record first; a plain listener just hangs up.
+            guard n > 0 else { return (n == 0 || errno == ECONNRESET) && !anyRecord && received.isEmpty ? .notTLS : .unknown }
             received += buffer[..<n]
         }
-        return nil
+        return .unknown
     }
 
     private static func remainingMs(_ deadline: Double) -> Int32 { Int32(max(0, (deadline - monotonicSeconds()) * 1000)) }
