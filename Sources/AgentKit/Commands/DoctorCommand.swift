@@ -63,7 +63,8 @@ enum DoctorCommand {
         } else {
             let checks = report.sections.flatMap(\.checks)
             let count = { (status: ProbeStep.Status) in checks.count(where: { $0.status == status.rawValue }) }
-            say("\(checks.count) checks: \(count(.ok)) ok, \(count(.warning)) warnings, \(count(.failed)) failed in "
+            say("\(StatusWords.plural(checks.count, "check")): \(count(.ok)) ok, \(StatusWords.plural(count(.warning), "warning")), "
+                + "\(count(.failed)) failed in "
                 + "\(Double(Int(report.wallSeconds * 100)) / 100) s: "
                 + (report.ok ? "ready to run" : "NOT ready to run (exit \(report.exitCode))"))
         }

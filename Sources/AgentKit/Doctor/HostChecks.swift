@@ -74,6 +74,11 @@ enum HostChecks {
                 return [ProbeStep(.warning, "outbox directory \(dir) does not exist yet",
                                   detail: "the agent creates it at start (\(parent) is writable)")]
             }
+            if let readOnly = ReadOnlyMount.of(dir), readOnly.fileSystem {
+                // No install -d can write there: the storage is read-only in itself.
+                return [ProbeStep(.failed, "outbox directory \(dir) does not exist and cannot be created",
+                                  detail: "\(parent) is on a read-only file system", fix: readOnly.hint(for: dir))]
+            }
             return [ProbeStep(.failed, "outbox directory \(dir) does not exist and cannot be created",
                               detail: "\(parent) is not writable by \(userName())",
                               fix: "sudo install -d -o parkwise -g parkwise -m 750 \(dir) (the systemd unit's StateDirectory= makes "
