@@ -51,6 +51,32 @@ import TestSupport
         subscriber.stop()
     }
 
+    /// A command published with the retain flag runs once, live; at the next connection (an agent restarted) the
+    /// broker's retained copy is refused with a reply that says so, and nothing is applied again.
+    @Test func aRetainedCommandRunsOnceAndIsRefusedAtTheNextConnection() throws {
+        let rig = try ReplayRig(trace: "")
+        let (dir, broker, subscriber, agent) = (rig.dir, rig.broker, rig.subscriber, rig.agent)
+        #expect(eventually(10) { subscriber.messages.contains { $0.topic == prefix + "/status" } }, "\(agent.child.stderr)")
+        func replies() -> [Received] { subscriber.messages.filter { $0.topic == prefix + "/reply" } }
+        try publish(broker, prefix + "/cmd/loglevel", #"{"level": "warn", "id": "kept"}"#, retain: true)
+        #expect(eventually(10) { replies().count == 1 }, "\(agent.child.stderr)")
+        #expect(replies().first?.json["ok"] as? Bool == true, "live, it is acted on: \(replies().first?.payload ?? "-")")
+        #expect(try agent.status().logLevel == "warn")
+        agent.stop()
+
+        // The next start subscribes again: the broker hands it the retained copy.
+        let again = try RunningAgent(dir, ["--config", try writeContractGarage(dir), "--replay", try writeTrace(dir, "")],
+                                     broker: broker)
+        #expect(eventually(10) { replies().count == 2 }, "\(again.child.stderr)")
+        let refused = try #require(replies().last)
+        #expect(refused.json["ok"] as? Bool == false && refused.json["id"] as? String == "kept", "\(refused.payload)")
+        #expect((refused.json["error"] as? String ?? "").contains("retained command is not acted on"), "\(refused.payload)")
+        #expect(try again.status().logLevel == "info", "the stale command was applied again")
+        #expect(!again.child.stderr.contains("log level changed"), "\(again.child.stderr)")
+        again.stop()
+        subscriber.stop()
+    }
+
     /// Hostile payloads on cmd/diag and cmd/loglevel: an error each, short, never the payload echoed,
     /// nothing changed; the agent answers a good command after them.
     @Test func hostileDiagAndLoglevelPayloadsGetShortErrors() throws {

@@ -85,7 +85,7 @@ enum MonitorCommand {
         var seen = 0
         loop: for await input in stream {
             switch input {
-            case .uplink(.message(let topic, let payload)):
+            case .uplink(.message(let topic, let payload, _)):
                 for line in view.take(topic: topic, payload: payload, at: .now) { say(line) }
                 if topic.hasSuffix("/events") { seen += 1 }
                 if let limit, seen >= limit { break loop }

@@ -245,7 +245,7 @@ final class AgentRuntime: @unchecked Sendable {
                 noteForStatus(event)
                 session.handle(event)
                 switch event {
-                case .message(let topic, let payload): command(topic: topic, payload: payload)
+                case .message(let topic, let payload, let retained): command(topic: topic, payload: payload, retained: retained)
                 case .connected:
                     announceDrops()
                     answerWaitingCommands()
@@ -604,25 +604,25 @@ final class AgentRuntime: @unchecked Sendable {
     // MARK: - Commands
 
     /// A command from the broker: answered now, or waiting for room for its reply (`CommandDesk`).
-    private func command(topic: String, payload: [UInt8]) {
+    private func command(topic: String, payload: [UInt8], retained: Bool) {
         guard topic.hasPrefix(topics.prefix + "/cmd/") else { return }
         let (turnedAway, waiting) = inbox.takeDroppedMessages()
-        if let now = commands.received((topic, payload), canReply: session.isConnected && session.canReply,
+        if let now = commands.received((topic, payload, retained), canReply: session.isConnected && session.canReply,
                                        inbox: (turnedAway, waiting)) {
-            answer(topic: now.topic, payload: now.payload)
+            answer(now)
         }
     }
 
     /// Commands that waited for room for their replies, in the order they came.
     private func answerWaitingCommands() {
         guard session.isConnected else { return }
-        commands.answerWaiting(canReply: { session.canReply }, inbox: { inbox.takeDroppedMessages() }) { answer(topic: $0.topic, payload: $0.payload) }
+        commands.answerWaiting(canReply: { session.canReply }, inbox: { inbox.takeDroppedMessages() }) { answer($0) }
     }
 
-    private func answer(topic: String, payload: [UInt8]) {
-        let name = String(topic.dropFirst(topics.prefix.count + 5))
-        let reply = CommandHandler.handle(name: name, payload: payload, garage: &garage,
-                                          status: name == "diag" ? statusSnapshot.build() : nil)
+    private func answer(_ command: CommandDesk.Command) {
+        let name = String(command.topic.dropFirst(topics.prefix.count + 5))
+        let reply = CommandHandler.handle(name: name, payload: command.payload, retained: command.retained, garage: &garage,
+                                          status: name == "diag" && !command.retained ? statusSnapshot.build() : nil)
         Log.info("command", ["name": String(name.prefix(40)), "ok": reply.ok])
         session.publishReply(topic: topics.reply, payload: reply.payload)
         if reply.ok && name == "rebirth" { session.rebirth() }

@@ -5,7 +5,8 @@ import ParkWiseLog
 /// room, among at most `Inbox.messageBound` others, in the order they came. A flood beyond both bounds (what the
 /// inbox turned away, and what found no room here) is dropped unread, counted and said, one streak at a time.
 struct CommandDesk {
-    typealias Command = (topic: String, payload: [UInt8])
+    /// A command as it came: `retained` when it is the broker's stored copy (refused: see `CommandHandler`).
+    typealias Command = (topic: String, payload: [UInt8], retained: Bool)
 
     private var waiting: [Command] = []
     private var flood = LogStreak(.warn, "commands come faster than they are answered, dropped", ended: "commands answered again")

@@ -28,7 +28,8 @@ enum CommandHandler {
     }
 
     /// `status`: the agent's status, for `diag` (built by the caller, who owns the garage).
-    static func handle(name: String, payload: [UInt8], garage: inout Garage, status: AgentStatus?) -> Outcome {
+    static func handle(name: String, payload: [UInt8], retained: Bool = false, garage: inout Garage,
+                       status: AgentStatus?) -> Outcome {
         let shownName = name.count > 40 ? String(name.prefix(40)) + "…" : name
         let id = WireJSON.decode(CommandEnvelope.self, from: payload)?.id
         func reply(_ ok: Bool, _ error: String? = nil) -> Outcome {
@@ -37,6 +38,12 @@ enum CommandHandler {
         if let long = id, long.utf8.count > idLimit {
             return Outcome(ok: false, payload: WireJSON.encode(CommandReply(command: shownName, id: nil, ok: false,
                                                                             error: "id longer than \(idLimit) bytes")))
+        }
+        // A command is acted on only when fresh: the broker's retained copy of one would run again at every
+        // connection (a stale calibration re-applied each time the link returns).
+        if retained {
+            return reply(false, "a retained command is not acted on (it would run again at every connection): publish it "
+                         + "without the retain flag, and clear the retained one (mosquitto_pub -r -n -t <its topic>)")
         }
         switch name {
         case "rebirth":

@@ -46,7 +46,7 @@ final class BridgeRuntime: Sendable {
         let queue = self.queue, connection = self.connection, events = self.events
         link = MQTTLink(settings: settings.link) { event in
             switch event {
-            case .message(let topic, let payload): queue.push(topic: topic, payload: payload)
+            case .message(let topic, let payload, _): queue.push(topic: topic, payload: payload)
             case .connected(_, let number):
                 connection.value.store(number, ordering: .releasing)
                 queue.wake()

@@ -202,7 +202,7 @@ private func onMessage(_ mosq: OpaquePointer?, _ obj: UnsafeMutableRawPointer?, 
     ctx.received.add(1, ordering: .releasing)
     let payload = message.payloadlen > 0 && message.payload != nil
         ? Array(UnsafeRawBufferPointer(start: message.payload, count: Int(message.payloadlen))) : []
-    ctx.emit(.message(topic: String(cString: topic), payload: payload))
+    ctx.emit(.message(topic: String(cString: topic), payload: payload, retained: message.retain))
 }
 
 // A broker probe's callbacks: they only write into the recorder (lock-protected).

@@ -6,8 +6,9 @@ public enum UplinkEvent: Sendable {
     /// The broker acknowledged (PUBACK) the QoS 1 publish with this message id; a QoS 0 publish: it is written whole
     /// to the socket (reported only when `MQTTLink.publish` said `.sent`, not `.written`).
     case acknowledged(mid: Int32, connection: UInt64)
-    /// A message on a subscribed topic.
-    case message(topic: String, payload: [UInt8])
+    /// A message on a subscribed topic; `retained`: the broker's stored copy, sent because a subscription was made
+    /// (not a message published now).
+    case message(topic: String, payload: [UInt8], retained: Bool)
 }
 
 /// How the link reaches the broker; secrets stay in here and are never logged.
