@@ -74,6 +74,9 @@ public struct StatusPayload: Codable, Sendable, Hashable {
     /// Events are then kept in memory, or held unsent when no seq reservation reaches the disk, so a backend that
     /// sees this knows why a device that is online may send nothing, and that its SD card needs looking at.
     public var storageFault: String?
+    /// When this status was produced, on the device's wall clock (online only): a reader ages a retained status
+    /// against its own clock (while `clock` is `unsynced` the device's wall clock may be off).
+    public var at: String?
 
     public init(state: String, version: String? = nil, configHash: String? = nil, boot: UInt64? = nil, since: String? = nil,
                 mode: String? = nil) {
@@ -103,8 +106,9 @@ public struct StatusPayload: Codable, Sendable, Hashable {
     }
 
     /// This status with `health`, the uptime and the oldest pending event's age filled in.
-    public func with(_ health: Health, uptimeSeconds: Int, outboxOldestAgeSeconds: Int?) -> StatusPayload {
+    public func with(_ health: Health, uptimeSeconds: Int, outboxOldestAgeSeconds: Int?, at: String?) -> StatusPayload {
         var copy = self
+        copy.at = at
         copy.uptimeSeconds = uptimeSeconds
         copy.outboxDepth = health.outboxDepth
         copy.outboxOldestAgeSeconds = outboxOldestAgeSeconds
@@ -122,7 +126,7 @@ public struct StatusPayload: Codable, Sendable, Hashable {
     enum CodingKeys: String, CodingKey {
         case state, version, configHash = "config_hash", boot, since, mode, uptimeSeconds = "uptime_s"
         case outboxDepth = "outbox_depth", outboxOldestAgeSeconds = "outbox_oldest_age_s", clock
-        case faultedInputs = "faulted_inputs", reconnects, storageFault = "storage_fault"
+        case faultedInputs = "faulted_inputs", reconnects, storageFault = "storage_fault", at
     }
 }
 

@@ -132,6 +132,11 @@ import TestSupport
         // Replayed at speed 1, the trace runs on the machine's own clock.
         #expect(updates.allSatisfy { $0["reconnects"] as? Int == 0 && ["synced", "unsynced"].contains($0["clock"] as? String) })
         #expect(Set(updates.compactMap { $0["since"] as? String }).count == 1, "since stays the session's start")
+        // Each says when it was produced: after the session's start, in order, and no later than it arrived here.
+        let ats = updates.compactMap { $0["at"] as? String }
+        #expect(ats.count == updates.count, "every online status carries its time: \(updates)")
+        #expect(ats == ats.sorted() && ats.allSatisfy { $0 >= updates[0]["since"] as? String ?? "" }, "\(ats)")
+        #expect((ats.last ?? "") <= wireNow(), "\(ats)")
         let uptimes = updates.compactMap { $0["uptime_s"] as? Int }
         #expect(uptimes.count == updates.count)
         for (a, b) in zip(uptimes, uptimes.dropFirst()) {
@@ -207,4 +212,11 @@ extension RemoteDiagnosticsTests {
             Range($0.range(at: 1), in: text).map { String(text[$0]) }
         }
     }
+}
+
+/// Now as the wire writes times (ISO-8601 UTC with milliseconds): comparable as text with a wire time.
+private func wireNow() -> String {
+    let f = ISO8601DateFormatter()
+    f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+    return f.string(from: Date())
 }

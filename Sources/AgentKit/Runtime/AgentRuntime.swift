@@ -686,7 +686,8 @@ final class AgentRuntime: @unchecked Sendable {
     private func publishStatus(_ snapshot: StatusSnapshot) {
         let health = statusHealth
         session.updateStatus(session.birth.with(health, uptimeSeconds: Int(tracker.uptimeSeconds),
-                                                outboxOldestAgeSeconds: snapshot.oldestAgeSeconds.map { Int($0) }))
+                                                outboxOldestAgeSeconds: snapshot.oldestAgeSeconds.map { Int($0) },
+                                                at: stamper.wallTime(instantNow)))
         statusSchedule.didPublish(health, at: coarseMonotonicNanoseconds())
     }
 }

@@ -2,7 +2,8 @@ import ParkWiseContract
 
 /// When the retained `status` is republished: only when its facts changed (never for the uptime
 /// alone), at most once per `every`, and only while connected (every connection publishes it
-/// anyway). No timer runs unless a change waits for its turn.
+/// anyway). A change of health a backend must know at once — a storage fault appearing or ending, the clock's
+/// state — goes out at once, whatever the interval. No timer runs unless a change waits for its turn.
 struct RetainedStatusSchedule {
     let every: Duration
     private(set) var published: StatusPayload.Health?
@@ -19,7 +20,11 @@ struct RetainedStatusSchedule {
     /// What to do about the facts now; `now` in real monotonic nanoseconds (the interval is real time, even in a
     /// fast simulation), read only when the facts changed.
     mutating func decide(_ health: StatusPayload.Health, connected: Bool, now readNow: () -> Int64) -> Decision {
-        guard connected, health != published, !armed else { return .nothing }
+        guard connected, health != published else { return .nothing }
+        if let published, health.storageFault != published.storageFault || health.clock != published.clock {
+            return .publishNow   // an armed wake-up then finds nothing changed
+        }
+        guard !armed else { return .nothing }
         let now = readNow()
         let interval = every.components.seconds * 1_000_000_000 + every.components.attoseconds / 1_000_000_000
         let due = publishedAt == .min ? now : publishedAt + interval
