@@ -27,14 +27,15 @@ walk_test() {
 }
 
 # doctor_json: guest command running doctor with --json into /tmp/doctor.json, compacted (no spaces) into /tmp/doctor.c.
-doctor_json() {
-    printf '%s' "\$AGENT doctor --config /sim/configs/doctor.yaml --json --timeout 3 > /tmp/doctor.json; rc=\$?; tr -d ' \\n' < /tmp/doctor.json > /tmp/doctor.c; cat /tmp/doctor.json; [ \$rc = 0 ]"
+doctor_json() {   # extra doctor options, e.g. --empty-garage
+    printf '%s' "\$AGENT doctor --config /sim/configs/doctor.yaml --json --timeout 3 $* > /tmp/doctor.json; rc=\$?; tr -d ' \\n' < /tmp/doctor.json > /tmp/doctor.c; cat /tmp/doctor.json; [ \$rc = 0 ]"
 }
 
 doctor_checks() {
     check "agent stopped: doctor requests the lines, exit 0" "pull pi4 21 up; $(doctor_json)" &&
     check "lines present and requestable, released again" "grep -q '\"title\":\"2linespresentandrequestable\"' /tmp/doctor.c && wait_free pi4 20 && wait_free pi4 21" &&
-    check "the spot occupied at rest is a warning naming it" "grep -q '\"detail\":\"spotP1-A-21(GPIO21)\",\"fix\":\"ifnothingisthere.*\"status\":\"warning\",\"title\":\"1of2inputsreadoccupied' /tmp/doctor.c" &&
+    check "the spot occupied at rest is named as a vehicle now, no polarity advice from one reading (issue 22)" "grep -q '\"detail\":\"spotP1-A-21(GPIO21)\\.Parked[^\"]*\",\"status\":\"ok\",\"title\":\"1of2inputsreadoccupied[^\"]*avehiclenow\"' /tmp/doctor.c && ! grep -q 'ifnothingisthere' /tmp/doctor.c" &&
+    check "told the garage is empty: a warning naming it, with the polarity fix" "$(doctor_json --empty-garage) && grep -q '\"detail\":\"spotP1-A-21(GPIO21)\",\"fix\":\"ifnothingisthere.*\"status\":\"warning\",\"title\":\"1of2inputsreadoccupied[^\"]*avehicleinagaragesaidtobeempty' /tmp/doctor.c && wait_free pi4 20 && wait_free pi4 21" &&
     check "every broker check passes" "grep -q 'subscribetoitscommands.*:grantedQoS1' /tmp/doctor.c && grep -q 'themessagecamebackthroughasubscription' /tmp/doctor.c" &&
     check "agent running: doctor reads its status, exit 0" "start doctor doctor.yaml && $(doctor_json)" &&
     check "inputs from the service, its lines stay its own" "grep -q '\"title\":\"2inputswatchedbytherunningservice\"' /tmp/doctor.c && grep -q 'itslinkisconnected' /tmp/doctor.c && info pi4 20 | grep parkwise-agent && info pi4 21 | grep parkwise-agent" &&
