@@ -58,6 +58,8 @@ let package = Package(
 
         // Pure core: config model and validation, sensor pipeline, garage events. No C, no I/O, no wall clock.
         .target(name: "ParkWiseCore", path: "Sources/Core"),
+        // The delivery promise (every seq arrives or is declared; a declared seq never arrives): pure, no I/O, no clock.
+        .target(name: "Delivery", path: "Sources/Delivery", exclude: ["README.md"]),
         // The wire contract: topic names and payloads, shared by agent, monitor and backend bridge.
         .target(name: "ParkWiseContract", path: "Sources/Contract"),
         // The system-I/O layer at the bottom: whole files read and replaced durably (fsync), their failures.
@@ -75,7 +77,7 @@ let package = Package(
         .target(name: "ServiceSetup", dependencies: ["ParkWiseContract", "ParkWiseLog", "SystemIO"], path: "Sources/ServiceSetup",
                 exclude: ["README.md"]),
         // Outbox and MQTT session (libmosquitto).
-        .target(name: "Uplink", dependencies: ["ParkWiseContract", "ParkWiseLog", "SystemIO", "ServiceSetup", "CMosquitto"], path: "Sources/Uplink",
+        .target(name: "Uplink", dependencies: ["Delivery", "ParkWiseContract", "ParkWiseLog", "SystemIO", "ServiceSetup", "CMosquitto"], path: "Sources/Uplink",
                 exclude: ["README.md"]),
         // PostgreSQL through libpq: one owner per handle, parameterized statements only.
         .target(name: "Postgres", dependencies: ["CPostgres"], path: "Sources/Postgres"),
@@ -84,7 +86,7 @@ let package = Package(
         // What `parkwise-agent` runs, as a library tests import: the commands, the runtime (event loop, stamping,
         // device state), the status (its model, socket, views), doctor and the walk-test.
         .target(name: "AgentKit",
-                dependencies: ["ParkWiseCore", "ParkWiseContract", "ParkWiseLog", "ParkWiseCLI", "ConfigFile",
+                dependencies: ["ParkWiseCore", "ParkWiseContract", "ParkWiseLog", "ParkWiseCLI", "ConfigFile", "Delivery",
                                "GPIO", "Simulation", "Uplink", "ServiceSetup", "SystemIO", "CTimex"],
                 path: "Sources/AgentKit", exclude: ["README.md"]),
         // The agent's executable: signals, then AgentKit's commands.
@@ -101,6 +103,8 @@ let package = Package(
 
         .testTarget(name: "CoreTests", dependencies: ["ParkWiseCore", "ConfigFile", "Simulation", "ParkWiseContract"],
                     path: "Tests/CoreTests"),
+        // The delivery ledger's rules and its promise, checked in-process against a model disk, link and backend.
+        .testTarget(name: "DeliveryTests", dependencies: ["Delivery"], path: "Tests/DeliveryTests"),
         // Test helpers shared by the end-to-end test targets: child processes, a private mosquitto.
         .target(name: "TestSupport", path: "Tests/TestSupport"),
         .testTarget(name: "AgentTests", dependencies: ["ParkWiseContract", "Uplink", "ServiceSetup", "SystemIO", "Simulation", "TestSupport", "AgentKit"],

@@ -64,9 +64,9 @@ private func offer(rate: Int, seconds: Double, grouped: Bool, window: Int32, por
                 batch.append(benchEntry(seq))
             }
             if grouped {
-                dropped += session.accept(batch).count
+                dropped += session.accept(batch, sparing: []).count
             } else {
-                for entry in batch { dropped += session.accept([entry]).count }
+                for entry in batch { dropped += session.accept([entry], sparing: []).count }
             }
             if offered == total && (session.outboxCount == 0 || now() - started > seconds + 10) {
                 reads.cancel()

@@ -28,7 +28,7 @@ func uplinkBench(port: Int, directory: String) async {
                                                clientID: "bench", keepaliveSeconds: 30, will: nil, subscriptions: []))
     { continuation.yield($0) }
     let session = UplinkSession(link: link, topics: topics, outbox: outbox, birth: StatusPayload(state: "online"))
-    for seq in 1...200 { session.accept([entry(UInt64(seq))]) }
+    for seq in 1...200 { session.accept([entry(UInt64(seq))], sparing: []) }
     link.start()
     var connectedAt = 0.0
     var next: UInt64 = 201
@@ -44,7 +44,7 @@ func uplinkBench(port: Int, directory: String) async {
         if sustainedStart > 0 {
             // Keep 50 events in flight, each written to the outbox with fsync before it is sent.
             while next < 201 + UInt64(sustained) && session.outboxCount < 50 {
-                session.accept([entry(next)])
+                session.accept([entry(next)], sparing: [])
                 next += 1
             }
             if next == 201 + UInt64(sustained) && session.outboxCount == 0 {

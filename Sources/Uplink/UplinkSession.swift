@@ -56,8 +56,23 @@ public final class UplinkSession {
     /// The outbox file wants compacting: best done as soon as nothing else is to be done.
     public var outboxCompactionDue: Bool { outbox.compactionDue }
 
-    /// The device state has saved the drops the outbox gave up so far: its drop records need not outlive a compaction.
-    public func outboxDropsSaved() { outbox.dropsSaved() }
+    /// The broker has the announcement of these seqs: the outbox's drop records of them need not outlive a compaction.
+    public func outboxDropsAnnounced(_ seqs: ClosedRange<UInt64>) { outbox.dropsAnnounced(seqs) }
+
+    /// The outbox records that seqs up to `seq` were used (see `Outbox.recordFloor`); false if its disk refused.
+    public func recordOutboxFloor(_ seq: UInt64) -> Bool {
+        let failure = outbox.recordFloor(seq)
+        note(failure)
+        return failure == nil
+    }
+
+    /// Events loaded at start that an announcement already declared: never sent (see `Outbox.discard`).
+    public func discardLoaded(_ seqs: [UInt64]) { note(outbox.discard(seqs)) }
+
+    /// Told each time an event is handed to the link (it may reach the broker from then on) and acknowledged: the
+    /// delivery ledger's view of what may have arrived.
+    public var eventHanded: (UInt64) -> Void = { _ in }
+    public var eventAcknowledged: (UInt64) -> Void = { _ in }
 
     /// Writes down what the outbox's disk does not have yet: when no event came to take it along for a while, to
     /// try a failed disk again, and at the stop.
@@ -75,14 +90,14 @@ public final class UplinkSession {
     }
 
     /// Takes a batch of events into the outbox (one sync for all), and sends them at once when the
-    /// link is up. Returns the events the full outbox gave up for them (the caller announces them).
+    /// link is up. Returns the events the full outbox gave up for them (the caller declares them): never one of
+    /// `sparing` (the delivery ledger's: every event that may have reached the broker).
     @discardableResult
-    public func accept(_ batch: [OutboxEntry]) -> [OutboxEntry] {
+    public func accept(_ batch: [OutboxEntry], sparing: @autoclosure () -> Set<UInt64>) -> [OutboxEntry] {
         guard !batch.isEmpty else { return [] }
-        // What is sent and unacknowledged is spared when the outbox overflows (only then is it worth gathering).
+        // (Gathered only when the outbox overflows.)
         let full = outbox.count + batch.count > outbox.capacity
-        let sent: Set<UInt64> = full ? Set(inFlight.values.compactMap { if case .event(let seq) = $0 { seq } else { nil } }) : []
-        let (lost, failure) = outbox.append(batch, sparing: sent)
+        let (lost, failure) = outbox.append(batch, sparing: full ? sparing() : [])
         note(failure)
         if lost.isEmpty {
             drops.ended()
@@ -116,7 +131,10 @@ public final class UplinkSession {
             guard entry.event.seq <= sendableUpTo else { return }
             guard eventsInFlight < window else { return }
             sentUpTo = entry.event.seq
-            if send(entry, as: .event(entry.event.seq)) { eventsInFlight += 1 }
+            if send(entry, as: .event(entry.event.seq)) {
+                eventsInFlight += 1
+                eventHanded(entry.event.seq)
+            }
         }
         if let announcement, !announcementSent, announcement.event.seq <= sendableUpTo { sendAnnouncement(announcement) }
     }
@@ -205,6 +223,7 @@ public final class UplinkSession {
             case .event(let seq):
                 eventsInFlight -= 1
                 outbox.remove(seq: seq)
+                eventAcknowledged(seq)
                 if outbox.count < outbox.capacity { drops.ended() }
                 pump()
             case .announcement(let seq):

@@ -172,8 +172,16 @@ func checkDelivery(_ events: [[String: Any]], sourceLocation: SourceLocation = #
                 == Set(1...40))
     }
 
+    /// The seqs the `outbox.dropped` events among `events` declare.
+    private func declaredSeqs(_ events: [[String: Any]]) -> Set<Int> {
+        events.filter { $0["type"] as? String == "outbox.dropped" }.reduce(into: Set<Int>()) { set, e in
+            if let a = e["first_seq"] as? Int, let b = e["last_seq"] as? Int, a <= b { set.formUnion(a...b) }
+        }
+    }
+
     /// `kill -9` at random moments while the broker is away: every event the outbox accepted (on
-    /// disk) arrives after the last restart, in seq order, each seq with one id.
+    /// disk) arrives after the last restart, in seq order, each seq with one id; every other seq is declared, and none
+    /// that arrived.
     @Test func killNineAtRandomMomentsLosesNothingAccepted() throws {
         let dir = temporaryDirectory()
         let broker = try Broker()
@@ -203,21 +211,25 @@ func checkDelivery(_ events: [[String: Any]], sourceLocation: SourceLocation = #
                 "\(last.stderr)")
         let ids = checkDelivery(subscriber.events())
         for seq in wanted { #expect(ids[seq] == accepted[seq], "seq \(seq) keeps its id") }
-        // Every seq the killed runs may have used arrived or is declared dropped (their last
-        // reserved blocks, events given up by the full outbox).
-        #expect(eventually(10) { subscriber.events().contains { $0["type"] as? String == "outbox.dropped" } }, "\(last.stderr)")
+        // Every seq the killed runs may have used arrives or is declared dropped (their last reserved blocks, events given
+        // up by the full outbox), one exact range per announcement, announced one after the other.
+        func missing(_ events: [[String: Any]]) -> Set<Int> {
+            let lastBoot = events.compactMap { $0["boot"] as? Int }.max()
+            let start = events.filter { $0["boot"] as? Int == lastBoot }.compactMap { $0["seq"] as? Int }.min() ?? 1
+            return Set(1..<start).subtracting(events.compactMap { $0["seq"] as? Int }).subtracting(declaredSeqs(events))
+        }
+        #expect(eventually(20) { missing(subscriber.events()).isEmpty }, "\(last.stderr)")
         last.signal(SIGTERM)
         #expect(last.wait(10) == 0)
         try subscriber.drain()
         let events = subscriber.events()
-        let lastBoot = events.compactMap { $0["boot"] as? Int }.max()
-        let lastRun = events.filter { $0["boot"] as? Int == lastBoot }.compactMap { $0["seq"] as? Int }
-        let start = try #require(lastRun.min())
-        let declared = events.filter { $0["type"] as? String == "outbox.dropped" }.reduce(into: Set<Int>()) { set, e in
-            if let a = e["first_seq"] as? Int, let b = e["last_seq"] as? Int, a <= b { set.formUnion(a...b) }
+        #expect(missing(events).isEmpty, "seqs neither arrived nor declared: \(missing(events).sorted())")
+        // A declared seq never arrives: no event (nor announcement) of a declared seq reached the backend.
+        let arrived = Set(events.compactMap { $0["seq"] as? Int })
+        #expect(declaredSeqs(events).isDisjoint(with: arrived), "declared and arrived: \(declaredSeqs(events).intersection(arrived).sorted())")
+        for e in events where e["type"] as? String == "outbox.dropped" {
+            #expect(e["dropped"] as? Int == (e["last_seq"] as? Int ?? 0) - (e["first_seq"] as? Int ?? 0) + 1, "an exact range: \(e)")
         }
-        let missing = Set(1..<start).subtracting(events.compactMap { $0["seq"] as? Int }).subtracting(declared)
-        #expect(missing.isEmpty, "seqs neither arrived nor declared: \(missing.sorted())")
         subscriber.stop()
     }
 

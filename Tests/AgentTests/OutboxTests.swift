@@ -356,8 +356,8 @@ func pendingOnDisk(_ path: String) -> (pending: [UInt64], records: Int) {
     }
 
     /// An event the full outbox gives up leaves a drop record, synced with the batch that made it: the next open
-    /// declares it, also after a compaction, until the caller says the drops are saved elsewhere.
-    @Test func eventsGivenUpAreDeclaredByTheNextOpenUntilSavedElsewhere() throws {
+    /// declares it, also after a compaction, until the broker has acknowledged the announcement of it.
+    @Test func eventsGivenUpAreDeclaredByTheNextOpenUntilTheirAnnouncementIsAcknowledged() throws {
         let dir = temporaryDirectory().path
         func declaredAtOpen() throws -> Set<UInt64> {
             let (reopened, _) = try DurableOutbox.open(directory: dir, capacity: 4)
@@ -370,12 +370,13 @@ func pendingOnDisk(_ path: String) -> (pending: [UInt64], records: Int) {
         #expect(outbox.compactionDue)
         #expect(outbox.writeChanges() == nil)
         #expect(!outbox.compactionDue)
-        #expect(try declaredAtOpen() == [1, 2], "a compaction keeps the drops not saved elsewhere")
-        outbox.dropsSaved()
+        #expect(try declaredAtOpen() == [1, 2], "a compaction keeps the drops not yet announced")
+        outbox.dropsAnnounced(1...1)
+        outbox.dropsAnnounced(2...2)
         _ = outbox.append(entry(7))
         _ = outbox.append(entry(8))
         #expect(outbox.writeChanges() == nil)
-        #expect(try declaredAtOpen() == [3, 4], "once saved elsewhere, the compaction leaves the earlier drops out")
+        #expect(try declaredAtOpen() == [3, 4], "once announced, the compaction leaves the earlier drops out")
     }
 
     @Test func compactionKeepsTheFileSmall() throws {

@@ -1,5 +1,6 @@
 import Glibc
 import ParkWiseCLI
+import Delivery
 import ParkWiseContract
 import ParkWiseCore
 import ParkWiseLog
@@ -41,6 +42,12 @@ final class AgentRuntime: @unchecked Sendable {
     private let spotTopics: [String]
     private let levelTopics: [String]
     private let session: UplinkSession
+    /// The delivery promise: what is pending, handed, declared and announced (see `DeliveryLedger`).
+    private var delivery: DeliveryLedger
+    /// The announcement under way (kept in the state file until the broker acknowledges it).
+    private var announcement: OutboxEntry?
+    /// An announcement's seq whose floor the outbox's disk refused: written again before the announcement goes out.
+    private var floorWanted: UInt64?
     private let link: MQTTLink
     private let inbox = Inbox()
     private var events: [GarageEvent] = []
@@ -109,19 +116,26 @@ final class AgentRuntime: @unchecked Sendable {
         let birth = StatusPayload(state: "online", version: AgentVersion.current, configHash: options.configHash,
                                   boot: stamper.state.boot, since: stamper.wallTime(clock.now()), mode: options.mode)
         let outbox: any Outbox
-        var outboxHighest: UInt64 = 0
+        var disk = DeliveryLedger.StartContents()
+        disk.settled = stamper.state.previousRun?.settled ?? 0
+        disk.stateLost = stamper.state.stateLost
+        disk.stateDeclared = stamper.state.declared
+        disk.announcement = stamper.state.announcement.map {
+            let first = $0.event.firstSeq ?? $0.event.seq, last = $0.event.lastSeq ?? $0.event.seq
+            return ($0.event.seq, first...last, exact: UInt64($0.event.dropped ?? 0) == last - first + 1)
+        }
         do {
             let (durable, problems) = try DurableOutbox.open(directory: config.outbox.path, capacity: config.outbox.capacity,
                                                              eventsKept: ConfigDefaults.outboxCapacityLimit)
             outbox = durable
             for problem in problems { Log.warn("outbox repaired at start", ["problem": problem]) }
             startProblems = problems.filter { $0.contains("damaged") }
-            // Whatever the outbox lost, and whatever seqs the last run may have used that nothing
-            // accounts for (a crash, a lost file), is declared: a gap in seq is never silent.
-            for range in durable.lostAtOpen { if let range = stamper.state.undeclared(range) { stamper.state.addDrops(range) } }
-            stamper.state.declareLostState(kept: Set(durable.pending.map(\.event.seq)).union(durable.acknowledgedAtOpen))
-            if let range = stamper.state.unaccounted(outboxHighest: durable.highestSeq) { stamper.state.declareUnaccounted(range) }
-            outboxHighest = durable.highestSeq
+            var held = DeliveryLedger.StartContents.Outbox()
+            held.pending = durable.pending.map(\.event.seq)
+            held.acknowledged = durable.acknowledgedAtOpen
+            held.dropRecords = durable.lostAtOpen
+            held.highest = durable.highestSeq
+            disk.outbox = held
         } catch where error.code == .newerFormat {
             // (Checked before anything was written; this is a newer record further in than the first.)
             throw DeviceState.Refused(code: .newerFormat, message: error.message)
@@ -130,15 +144,23 @@ final class AgentRuntime: @unchecked Sendable {
             outbox = MemoryOutbox(capacity: config.outbox.capacity)
             startProblems = [error.message]
             outboxUnusable = "outbox unusable: \(error.message)"
-            // The last run's pending events were in that file: unreadable now, so declared like any loss (all it had not
-            // settled: its drops or announcement in the state file say nothing of what that file held).
-            if let range = stamper.state.unsettledByLastRun() { stamper.state.declareUnaccounted(range) }
         }
-        try stamper.state.atLeast(seq: outboxHighest, from: config.outbox.path + "/outbox.log")
+        try stamper.state.atLeast(seq: disk.outbox?.highest ?? 0, from: config.outbox.path + "/outbox.log")
+        disk.top = stamper.state.seq
+        // Whatever the outbox lost, and whatever seqs the last run may have used that nothing accounts for (a crash, a
+        // lost file), is declared: a gap in seq is never silent, and a declared seq is never one that may arrive.
+        delivery = DeliveryLedger(start: disk)
+        for range in delivery.newlyDeclared {
+            Log.warn("seqs of the last run unaccounted for, declared dropped", ["first_seq": range.lowerBound, "last_seq": range.upperBound])
+        }
+        session = UplinkSession(link: link, topics: topics, outbox: outbox, birth: birth)
+        session.eventHanded = { [unowned self] in delivery.handed($0) }
+        session.eventAcknowledged = { [unowned self] in delivery.acknowledged($0) }
         // What the start found lost is on disk before anything else happens: the outbox may already have moved a
         // damaged file aside, and a power cut now must not take the only record of those seqs with it.
+        announcement = stamper.state.announcement
+        perform(delivery.startActions)
         stamper.state.save()
-        session = UplinkSession(link: link, topics: topics, outbox: outbox, birth: birth)
         // Connecting (name lookup, TCP, TLS, CONNACK) overlaps the rest of the start: `boot` is on disk by now, and
         // the link's events wait in the inbox until the loop runs.
         link.start()
@@ -180,7 +202,6 @@ final class AgentRuntime: @unchecked Sendable {
             garage.inputLost(busy.input, at: start, into: &events)
         }
         clockSynced = stamper.clockSynchronized
-        if let pending = stamper.state.announcement { session.announce(pending) }
         for problem in startProblems { deviceEvent("outbox.fault") { $0.reason = problem } }
         flush()
         publishChangedStates()
@@ -228,7 +249,7 @@ final class AgentRuntime: @unchecked Sendable {
                 }
                 if let due = deadlines.reservation, due <= realNow() {
                     deadlines.reservation = nil
-                    if stamper.state.reservationDue { stamper.state.reserveAhead() } else { stamper.state.save() }
+                    if stamper.state.reservationDue { stamper.state.reserveAhead() } else { saveState() }
                 }
                 if let due = deadlines.watchdog, let every = options.service.watchdogInterval, due <= realNow() {
                     options.service.alive()   // the watchdog is fed by the event loop itself
@@ -247,17 +268,19 @@ final class AgentRuntime: @unchecked Sendable {
                 switch event {
                 case .message(let topic, let payload, let retained): command(topic: topic, payload: payload, retained: retained)
                 case .connected:
-                    announceDrops()
+                    perform(delivery.linkUp())
                     answerWaitingCommands()
                 case .disconnected:
-                    break   // waiting commands wait for the next connection, to be answered there
+                    delivery.linkDown()   // waiting commands wait for the next connection, to be answered there
                 case .acknowledged:
                     answerWaitingCommands()
-                    if let seq = session.acknowledgedAnnouncement, stamper.state.announcement?.event.seq == seq {
-                        stamper.state.announcementAcknowledged(seq: seq)
-                        stamper.state.save()
-                        announceDrops()
+                    if let seq = session.acknowledgedAnnouncement, announcement?.event.seq == seq {
+                        announcement = nil
+                        perform(delivery.announcementAcknowledged(seq))
                     }
+                    // While the outbox cannot write, the sequence ledger (which can) keeps how far the broker has
+                    // everything: the events it acknowledged exist nowhere else on disk.
+                    if session.outboxProblem != nil { stamper.state.recordSettled(delivery.settled) }
                 }
             case .inputLost(let input, let message):
                 Log.error("GPIO input lost", ["input": input.map { config.inputs[$0].ref.description } ?? "all",
@@ -291,8 +314,11 @@ final class AgentRuntime: @unchecked Sendable {
             // also while a retry of a failed state-file save waits (the reservation saves the file too). A reservation
             // the disk refused, and a failed save of the state file (its drops, lane counts), are tried again after a
             // wait doubling up to 64 s, never in a loop; once nothing is refused a pending retry gives way.
-            // The state file holds every drop so far: the outbox's drop records need not outlive a compaction.
-            if stamper.state.isSaved { session.outboxDropsSaved() }
+            // The outbox writes again: what it gave up while it could not is on disk, and may be announced.
+            if session.outboxProblem == nil {
+                perform(delivery.outboxRecorded())
+                if let seq = floorWanted { perform([.writeFloor(seq)]) }
+            }
             // The directory read-only at start took a write: whatever fails later is said for what it is.
             if readOnlyAtStart != nil && stamper.state.isSaved && stamper.state.saveProblem == nil
                 && stamper.state.directoryProblem == nil && !stamper.state.awaitingReservation {
@@ -435,7 +461,7 @@ final class AgentRuntime: @unchecked Sendable {
                       ["events": held.count, "first_seq": first])
         }
         link.stop()
-        stamper.state.settle(oldestPending: session.oldestPendingSeq)
+        stamper.state.settled = delivery.settled
         stamper.state.stoppedCleanly()
         Log.info("stopped", ["outbox": session.outboxCount, "exit": exitCode])
         return exitCode
@@ -451,7 +477,7 @@ final class AgentRuntime: @unchecked Sendable {
         let outermost = stamper.wallOffset == nil
         if outermost { stamper.wallOffset = clock.wallOffsetNow() }
         defer { if outermost { stamper.wallOffset = nil } }
-        stamper.state.settle(oldestPending: session.oldestPendingSeq)
+        stamper.state.settled = delivery.settled
         // In seq order (device events were stamped when they happened, before this batch's garage events).
         let room = Int(clamping: stamper.state.seqsLeft)
         if events.count > room {
@@ -465,14 +491,11 @@ final class AgentRuntime: @unchecked Sendable {
         deviceEvents.removeAll()
         tracker.note(entries)
         stamper.state.setLaneCounts(inGarage { $0.laneCounts })
-        stamper.state.save()
+        saveState()
         session.allowSending(upTo: stamper.state.durable)
         for entry in entries { Log.debug("event", ["type": entry.event.type, "seq": entry.event.seq]) }
-        let lost = session.accept(entries).map(\.event.seq)
-        if !lost.isEmpty {
-            stamper.state.addDrops(lost)
-            stamper.state.save()
-        }
+        let lost = session.accept(entries, sparing: delivery.sparing).map(\.event.seq)
+        perform(delivery.accepted(entries.map(\.event.seq), dropped: lost, recorded: session.outboxProblem == nil))
         if session.outboxProblem != announcedProblem {
             if let problem = session.outboxProblem {
                 deviceEvent("outbox.fault") { $0.reason = problem }
@@ -482,7 +505,6 @@ final class AgentRuntime: @unchecked Sendable {
             announcedProblem = session.outboxProblem
         }
         if !deviceEvents.isEmpty { return flush() }
-        announceDrops()
         publishChangedStates()
         scheduleTimer()
     }
@@ -502,22 +524,54 @@ final class AgentRuntime: @unchecked Sendable {
         deviceEvents.append(stamper.stampDevice(type: type, at: instantNow, synced: clockSynced, fill))
     }
 
-    /// Declares the events a full outbox gave up, so the backend sees a gap it can explain: one
-    /// announcement at a time, kept on disk until the broker acknowledges it.
-    private func announceDrops() {
-        guard session.isConnected, stamper.state.announcement == nil, let drops = stamper.state.drops,
-              stamper.state.seqsLeft > 0 else { return }
-        Log.warn("announcing dropped events", ["count": drops.count, "first_seq": drops.firstSeq, "last_seq": drops.lastSeq])
-        tracker.dropsDeclared += drops.count
-        let entry = stamper.stampDevice(type: "outbox.dropped", at: instantNow, synced: clockSynced) {
-            $0.dropped = drops.count
-            $0.firstSeq = drops.firstSeq
-            $0.lastSeq = drops.lastSeq
+    // MARK: - Delivery (the ledger decides, these carry it out)
+
+    /// Carries out what the delivery ledger asks, feeding back what came of it.
+    private func perform(_ actions: [DeliveryLedger.Action]) {
+        for action in actions {
+            switch action {
+            case .saveState:
+                saveState()
+            case .announce(let seqs):
+                // Declares the events a full outbox gave up (or a start found unaccounted for), so the backend sees a
+                // gap it can explain: one announcement at a time, kept on disk until the broker acknowledges it.
+                guard stamper.state.seqsLeft > 0 else { continue }
+                let count = Int(clamping: seqs.upperBound - seqs.lowerBound + 1)
+                Log.warn("announcing dropped events", ["count": count, "first_seq": seqs.lowerBound, "last_seq": seqs.upperBound])
+                tracker.dropsDeclared += count
+                let entry = stamper.stampDevice(type: "outbox.dropped", at: instantNow, synced: clockSynced) {
+                    $0.dropped = count
+                    $0.firstSeq = seqs.lowerBound
+                    $0.lastSeq = seqs.upperBound
+                }
+                announcement = entry
+                perform(delivery.announcing(seqs, seq: entry.event.seq))
+            case .writeFloor(let seq):
+                if session.recordOutboxFloor(seq) {
+                    floorWanted = nil
+                    perform(delivery.floorWritten(seq))
+                } else {
+                    floorWanted = seq   // tried again once the outbox writes again
+                }
+            case .handAnnouncement(let seq):
+                guard let announcement, announcement.event.seq == seq else { continue }
+                session.allowSending(upTo: stamper.state.durable)
+                session.announce(announcement)
+            case .releaseDropRecords(let seqs):
+                session.outboxDropsAnnounced(seqs)
+            case .discardPending(let seqs):
+                Log.warn("events already declared dropped by an announcement, not sent", ["events": seqs.count,
+                                                                                          "first_seq": seqs.min() ?? 0])
+                session.discardLoaded(seqs)
+            }
         }
-        stamper.state.announce(entry)
+    }
+
+    /// Saves the state file with the ledger's declarations as they are now; once it holds them, the ledger is told.
+    private func saveState() {
+        stamper.state.setDeclarations(delivery.unannounced, announcement: announcement)
         stamper.state.save()
-        session.allowSending(upTo: stamper.state.durable)
-        session.announce(entry)
+        if stamper.state.isSaved { perform(delivery.stateSaved()) }
     }
 
     /// When NTP sets the clock, events still waiting get their true times. The kernel is asked at most once a

@@ -18,7 +18,8 @@ struct DeviceState {
     private(set) var laneCounts: [String: Int] = [:] { didSet { unsaved = true } }
     /// The ledger's entry as the previous run left it (nil: first start, or no ledger).
     private(set) var previousRun: SeqLedger.Entry?
-    /// Every seq up to this one is acknowledged or declared; written with each reservation.
+    /// Every seq up to this one is acknowledged or its declaration acknowledged (`DeliveryLedger.settled`); written with
+    /// each reservation.
     var settled: UInt64 = 0
     private var reserved: UInt64 = 0 { didSet { unsaved = true } }
     /// The highest seq the next start would count on from: reserved in the ledger or the state file, or held by the
@@ -29,9 +30,9 @@ struct DeviceState {
     private let ledger: SeqLedger?
     /// Seqs reserved per ledger write.
     static let seqBlock: UInt64 = 64
-    /// Events the full outbox gave up and no event has announced yet.
-    private(set) var drops: Drops? { didSet { unsaved = true } }
-    /// The event announcing earlier drops, until the broker acknowledges it.
+    /// Seqs declared dropped and not yet announced, exact ranges in order (`DeliveryLedger` decides them).
+    private(set) var declared: [ClosedRange<UInt64>] = [] { didSet { unsaved = true } }
+    /// The event announcing declared seqs, until the broker acknowledges it.
     private(set) var announcement: OutboxEntry? { didSet { unsaved = true } }
     private var saved: Stored?
     /// Something the state file holds was set since it was last written (each of those properties says so when set):
@@ -50,10 +51,14 @@ struct DeviceState {
         var boot: UInt64
         var seq: UInt64
         var laneCounts: [String: Int]?
+        /// The first declared range (the only one an agent before exact ranges wrote, and reads).
         var drops: Drops?
+        /// The declared ranges after the first, when there are more (omitted otherwise: one range is written as before).
+        var moreDrops: [Drops]?
         var announcement: OutboxEntry?
         enum CodingKeys: String, CodingKey {
-            case boot, seq, laneCounts = "lane_counts", drops = "unannounced_drops", announcement
+            case boot, seq, laneCounts = "lane_counts", drops = "unannounced_drops", moreDrops = "more_unannounced_drops",
+                 announcement
         }
     }
 
@@ -84,7 +89,8 @@ struct DeviceState {
     var seqsLeft: UInt64 { Self.lastSeq - min(seq, Self.lastSeq) }
 
     /// The state file was lost while the ledger says how far the last run went: both copies unreadable, impossible, or
-    /// gone. Its drops and announcement are lost with it, and `declareLostState` declares what nothing else accounts for.
+    /// gone. Its declarations and announcement are lost with it; the delivery ledger's start declares what nothing else
+    /// accounts for.
     private(set) var stateLost = false
 
     /// Loads the state and counts this start. Without a usable directory it keeps it in memory.
@@ -106,7 +112,7 @@ struct DeviceState {
             boot = stored.boot
             seq = stored.seq
             laneCounts = stored.laneCounts ?? [:]
-            drops = stored.drops
+            declared = ([stored.drops].compactMap { $0 } + (stored.moreDrops ?? [])).map { $0.firstSeq...$0.lastSeq }
             announcement = stored.announcement
         }
         do {
@@ -191,7 +197,7 @@ struct DeviceState {
     /// Why a state file that decodes cannot be trusted, or nil: each seq range is a range (first at least 1, not after
     /// its last), and no count is past the last seq (a start would crash or count on from nonsense).
     private static func impossibility(_ s: Stored) -> String? {
-        if let d = s.drops {
+        for d in [s.drops].compactMap({ $0 }) + (s.moreDrops ?? []) {
             guard d.firstSeq >= 1, d.firstSeq <= d.lastSeq, d.lastSeq <= lastSeq,
                   d.count >= 1, UInt64(d.count) <= d.lastSeq - d.firstSeq + 1 else {
                 return "unannounced_drops says \(d.count) dropped in seqs \(d.firstSeq) to \(d.lastSeq), which is no range of seqs"
@@ -282,103 +288,21 @@ struct DeviceState {
         if counts != laneCounts { laneCounts = counts }   // set after every batch: only a change is one to save
     }
 
-    mutating func addDrops(_ seqs: [UInt64]) {
-        guard let low = seqs.min(), let high = seqs.max() else { return }
-        addDrops(low...high, count: seqs.count)
-    }
-
-    /// `count` events within `range` were given up (the whole range when it cannot be told which).
-    mutating func addDrops(_ range: ClosedRange<UInt64>, count: Int? = nil) {
-        let count = count ?? Int(clamping: range.upperBound - range.lowerBound + 1)
-        if var d = drops {
-            d.count = d.count.addingReportingOverflow(count).overflow ? Int.max : d.count + count
-            d.firstSeq = min(d.firstSeq, range.lowerBound)
-            d.lastSeq = max(d.lastSeq, range.upperBound)
-            // Never more than the range holds (a range declared twice, or merged over kept seqs, counts once).
-            d.count = min(d.count, Int(clamping: d.lastSeq - d.firstSeq + 1))
-            drops = d
-        } else {
-            drops = Drops(count: count, firstSeq: range.lowerBound, lastSeq: range.upperBound)
-        }
-    }
-
-    /// Seqs the previous run may have handed out that nothing accounts for now: not in the outbox
-    /// (whose highest seq ever stored is `outboxHighest`), not acknowledged, not declared. After a
-    /// crash these are the rest of its last reserved block (never sent: an event is stored before
-    /// it is sent) or events the outbox lost; the backend is told of them as dropped, so a gap in
-    /// `seq` is always declared. Nil on a first start, or when the previous run kept no ledger.
-    func unaccounted(outboxHighest: UInt64) -> ClosedRange<UInt64>? {
-        guard let previousRun else { return nil }
-        let accounted = [previousRun.settled, outboxHighest, drops?.lastSeq ?? 0,
-                         announcement?.event.lastSeq ?? 0, announcement?.event.seq ?? 0].max()!
-        // `seq` is where this run starts counting: the higher of the ledger's and the state file's.
-        guard accounted < seq else { return nil }
-        return (accounted + 1)...seq
-    }
-
-    /// The part of seqs lost or given up before this start that the last run had not declared or seen acknowledged
-    /// (its `settled`): an outbox's drop record outlives the announcement that told it until the next compaction.
-    /// Nil too when the state file's own drops or announcement already cover it (a drop record kept until the next
-    /// compaction would otherwise count its drops again at every restart).
-    func undeclared(_ range: ClosedRange<UInt64>) -> ClosedRange<UInt64>? {
-        let low = max(range.lowerBound, (previousRun?.settled ?? 0) + 1)
-        guard low <= range.upperBound else { return nil }
-        let said = [drops.map { $0.firstSeq...$0.lastSeq },
-                    announcement.map { ($0.event.firstSeq ?? $0.event.seq)...($0.event.lastSeq ?? $0.event.seq) }]
-        if said.contains(where: { $0.map { $0.contains(low) && $0.contains(range.upperBound) } ?? false }) { return nil }
-        return low...range.upperBound
-    }
-
-    /// Seqs of the last run that nothing accounts for, declared dropped (and said).
-    mutating func declareUnaccounted(_ range: ClosedRange<UInt64>) {
-        Log.warn("seqs of the last run unaccounted for, declared dropped", ["first_seq": range.lowerBound, "last_seq": range.upperBound])
-        addDrops(range)
-    }
-
-    /// The state file was lost (`stateLost`): every seq the last run may have handed out beyond what its ledger says
-    /// was settled is declared, but for those `kept` (still in the outbox, or provably delivered: a removal record in
-    /// it), which can only be told apart from the rest while the outbox still holds their records. The range declared
-    /// is the smallest that holds all the others (a declared range may hold seqs that were kept).
-    mutating func declareLostState(kept: Set<UInt64>) {
-        guard stateLost, let range = unsettledByLastRun() else { return }
-        var low = range.lowerBound, high = range.upperBound
-        while low <= high && kept.contains(low) { low += 1 }
-        while high >= low && kept.contains(high) { high -= 1 }
-        guard low <= high else { return }
-        let keptInside = kept.filter { (low...high).contains($0) }.count
-        let count = Int(clamping: high - low + 1) - keptInside
-        Log.warn("seqs of the last run the lost device state may have held, declared dropped",
-                 ["first_seq": low, "last_seq": high, "count": count])
-        addDrops(low...high, count: count)
-    }
-
-    /// Every seq the last run handed out beyond what it had settled, whatever its drops or announcement say: for an
-    /// outbox that cannot be read at all, whose pending events are gone with it.
-    func unsettledByLastRun() -> ClosedRange<UInt64>? {
-        guard let previousRun else { return nil }
-        let low = previousRun.settled + 1
-        return low <= seq ? low...seq : nil
+    /// What the delivery ledger has declared and not yet seen acknowledged: saved with the next `save()`.
+    mutating func setDeclarations(_ ranges: [ClosedRange<UInt64>], announcement: OutboxEntry?) {
+        if ranges != declared { declared = ranges }
+        if announcement != self.announcement { self.announcement = announcement }
     }
 
     /// Everything the state file holds is on disk (nothing set since the last successful save).
     var isSaved: Bool { !unsaved }
 
-    /// Records how far everything is settled, given the oldest event still in the outbox.
-    mutating func settle(oldestPending: UInt64?) {
-        var low = (oldestPending ?? seq + 1) - 1
-        if let drops { low = min(low, drops.firstSeq - 1) }
-        if let announcement { low = min(low, (announcement.event.firstSeq ?? announcement.event.seq) - 1) }
-        settled = low
-    }
-
-    /// The drops are now told by this event (kept until acknowledged).
-    mutating func announce(_ entry: OutboxEntry) {
-        announcement = entry
-        drops = nil
-    }
-
-    mutating func announcementAcknowledged(seq: UInt64) {
-        if announcement?.event.seq == seq { announcement = nil }
+    /// Writes how far everything is settled into the sequence ledger now (it takes writes on a full disk): while the
+    /// outbox cannot write, the events it holds in memory are sent and acknowledged with nothing else on disk to say so.
+    mutating func recordSettled(_ settled: UInt64) {
+        guard settled > self.settled else { return }
+        self.settled = settled
+        writeLedger(clean: false)
     }
 
     /// Writes the state if it changed (temp file, fsync, rename).
@@ -387,7 +311,9 @@ struct DeviceState {
             saveProblem = nil   // what is on disk is current
             return
         }
-        let stored = Stored(boot: boot, seq: reserved, laneCounts: laneCounts, drops: drops, announcement: announcement)
+        let ranges = declared.map { Drops(count: Int(clamping: $0.upperBound - $0.lowerBound + 1), firstSeq: $0.lowerBound, lastSeq: $0.upperBound) }
+        let stored = Stored(boot: boot, seq: reserved, laneCounts: laneCounts, drops: ranges.first,
+                            moreDrops: ranges.count > 1 ? Array(ranges.dropFirst()) : nil, announcement: announcement)
         guard let path, stored != saved else {
             unsaved = false
             saveProblem = nil

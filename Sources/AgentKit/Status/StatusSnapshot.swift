@@ -98,7 +98,7 @@ struct StatusSnapshot {
                                               capacity: session.outboxCapacity, oldestSeq: session.oldestPendingSeq,
                                               oldestAgeSeconds: oldestAgeSeconds, lastSeq: state.seq,
                                               dropsDeclared: tracker.dropsDeclared,
-                                              dropsUnannounced: (state.drops?.count ?? 0) + (state.announcement?.event.dropped ?? 0),
+                                              dropsUnannounced: state.declared.reduce(0) { $0 + $1.count } + (state.announcement?.event.dropped ?? 0),
                                               problem: Self.storageFault(session, state, outboxUnusable: outboxUnusable,
                                                                                 readOnly: readOnly))
         return AgentStatus(site: config.site, device: config.device, version: AgentVersion.current, configHash: configHash,

@@ -1,4 +1,6 @@
+import Delivery
 import SystemIO
+
 /// The outbox on disk (`outbox.log` in the outbox directory): an event is written and synced
 /// before it counts as accepted, and leaves the file only after the broker's PUBACK. At most
 /// `capacity` events are pending on disk at any moment; removed events' records are compacted
@@ -23,12 +25,13 @@ public final class DurableOutbox: Outbox {
     /// Seqs the file held removal records of at this start: the broker acknowledged them (until a compaction, the only
     /// proof left of a delivery).
     public private(set) var acknowledgedAtOpen: Set<UInt64> = []
-    /// Events given up whose drop records the file holds while the device state may not have saved those drops yet:
-    /// a rewrite of the file writes them again, so they reach the next start whatever happens first.
-    private var dropsKept: [ClosedRange<UInt64>] = []
-    /// Ranges kept at most: beyond, they are merged into one (a declared range may hold seqs that were kept), so a disk
-    /// refusing the state file for days while the outbox overflows does not grow the agent.
-    static let dropRangesKept = 32
+    /// Events given up whose drop records the file holds until the broker acknowledges their announcement: a rewrite of
+    /// the file writes them again, so the outbox alone tells a dropped seq from a delivered one at the next start,
+    /// whatever happened to the state file. Exact ranges (the delivery ledger bounds how many).
+    private var dropsKept = SeqRuns()
+    /// The highest seq ever given to this outbox (stored or not): a compaction's floor, so that events sent from
+    /// memory while the disk failed, and acknowledged since, are never taken for seqs nothing accounts for.
+    private var acceptedHighest: UInt64 = 0
     /// The most events an outbox keeps, whatever its configuration asks (`ConfigDefaults.outboxCapacityLimit`: the
     /// core's, which this module does not depend on).
     public static let eventsKeptAtMost = 20_000
@@ -49,19 +52,14 @@ public final class DurableOutbox: Outbox {
                                    deadRecords: loaded.records - loaded.entries.count)
         var problems = loaded.problems
         outbox.lostAtOpen = loaded.lost
-        outbox.dropsKept = loaded.drops
+        outbox.dropsKept = SeqRuns(loaded.drops)
         outbox.acknowledgedAtOpen = loaded.acknowledged
+        outbox.acceptedHighest = loaded.highest
         if outbox.entries.count > capacity {
-            // (A smaller capacity than the last run's.) Given up the way a full outbox gives up, and declared.
-            let victims = OverflowPolicy.victims(in: outbox.entries, count: outbox.entries.count - capacity)
-            let trimmed = victims.map { outbox.entries[$0].event.seq }
-            let gone = Set(victims)
-            outbox.entries = outbox.entries.indices.filter { !gone.contains($0) }.map { outbox.entries[$0] }
-            problems.append("outbox held \(outbox.entries.count + trimmed.count) events for a capacity of \(capacity): "
-                            + "\(trimmed.count) dropped and declared")
-            outbox.lostAtOpen += trimmed.map { $0...$0 }
-            outbox.keep(dropped: trimmed)
-            try outbox.compact()
+            // (A smaller capacity than the last run's.) Kept: the last run may have sent them, and an event that may
+            // arrive is never given up. New events make room among themselves until acknowledgements bring it down.
+            problems.append("outbox holds \(outbox.entries.count) events for a capacity of \(capacity): kept until the broker "
+                            + "has them")
         }
         return (outbox, problems)
     }
@@ -82,6 +80,7 @@ public final class DurableOutbox: Outbox {
     /// them). An event of the batch that is given up at once is not added: its drop record is all.
     public func append(_ batch: [OutboxEntry], sparing: Set<UInt64>) -> (dropped: [OutboxEntry], failure: UplinkError?) {
         let dropped = OverflowPolicy.admit(batch, into: &entries, capacity: capacity, sparing: sparing)
+        acceptedHighest = max(acceptedHighest, batch.last?.event.seq ?? 0)
         var removals: [OutboxEntry] = []
         var records = removalsUnwritten.map { OutboxLog.Record(del: $0) }
         if dropped.isEmpty {
@@ -116,21 +115,26 @@ public final class DurableOutbox: Outbox {
 
     public var hasUnwrittenChanges: Bool { degraded || !removalsUnwritten.isEmpty || compactionDue }
 
-    /// The device state holds the drops given up so far (or the announcement that tells them): their records need not
-    /// outlive the next compaction.
-    public func dropsSaved() { dropsKept.removeAll() }
+    /// The broker has the announcement of these seqs: their drop records need not outlive the next compaction.
+    public func dropsAnnounced(_ seqs: ClosedRange<UInt64>) { dropsKept = dropsKept.subtracting(SeqRuns([seqs])) }
 
     private func keep(dropped seqs: [UInt64]) {
-        for seq in seqs.sorted() {
-            if let last = dropsKept.last, last.upperBound + 1 == seq {
-                dropsKept[dropsKept.count - 1] = last.lowerBound...seq
-            } else {
-                dropsKept.append(seq...seq)
-            }
-        }
-        if dropsKept.count > Self.dropRangesKept {
-            dropsKept = [dropsKept.map(\.lowerBound).min()!...dropsKept.map(\.upperBound).max()!]
-        }
+        for seq in seqs { dropsKept.insert(seq) }
+    }
+
+    public func recordFloor(_ seq: UInt64) -> UplinkError? {
+        acceptedHighest = max(acceptedHighest, seq)
+        guard seq > log.highest else { return nil }
+        return finish(write { (log) throws(UplinkError) in try log.append([OutboxLog.Record(floor: seq)], sync: true) }, dead: 1)
+    }
+
+    public func discard(_ seqs: [UInt64]) -> UplinkError? {
+        guard !seqs.isEmpty else { return nil }
+        let gone = Set(seqs)
+        entries.removeAll { gone.contains($0.event.seq) }
+        keep(dropped: seqs)
+        let records = SeqRuns(seqs: seqs).ranges.map { OutboxLog.Record(dropped: $0) }
+        return finish(write { (log) throws(UplinkError) in try log.append(records, sync: true) }, dead: 2 * seqs.count)
     }
 
     /// The removed events' records are as many as the capacity: the file is to be compacted by `writeChanges()`,
@@ -151,7 +155,7 @@ public final class DurableOutbox: Outbox {
 
     public func replaceAll(_ replacement: [OutboxEntry]) -> UplinkError? {
         entries = replacement
-        let outcome = write { (log) throws(UplinkError) in try log.rewrite(replacement, drops: dropsKept) }
+        let outcome = write { (log) throws(UplinkError) in try log.rewrite(replacement, drops: dropsKept.ranges, floor: acceptedHighest) }
         let dead = -deadRecords   // the old file's records, all gone with it
         return finish(outcome, dead: dead)
     }
@@ -168,7 +172,7 @@ public final class DurableOutbox: Outbox {
     private func write(_ body: (OutboxLog) throws(UplinkError) -> Void) -> Write {
         if degraded {
             // Put everything on disk again before anything else.
-            do { try log.rewrite(entries, drops: dropsKept) } catch { return .failed(error) }
+            do { try log.rewrite(entries, drops: dropsKept.ranges, floor: acceptedHighest) } catch { return .failed(error) }
             degraded = false
             deadRecords = 0
             removalsUnwritten = []
@@ -214,7 +218,7 @@ public final class DurableOutbox: Outbox {
     }
 
     private func compact() throws(UplinkError) {
-        try log.rewrite(entries, drops: dropsKept)
+        try log.rewrite(entries, drops: dropsKept.ranges, floor: acceptedHighest)
         deadRecords = 0
         removalsUnwritten = []
         compactionDue = false

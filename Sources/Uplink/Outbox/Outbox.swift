@@ -26,8 +26,14 @@ public protocol Outbox: AnyObject {
     func writeChanges() -> UplinkError?
     /// Replaces every pending entry (same events, in the same order, e.g. with corrected times).
     func replaceAll(_ entries: [OutboxEntry]) -> UplinkError?
-    /// The caller has saved the drops given up so far (see `DurableOutbox`'s drop records).
-    func dropsSaved()
+    /// The broker acknowledged the announcement of these seqs: their drop records need not outlive a compaction.
+    func dropsAnnounced(_ seqs: ClosedRange<UInt64>)
+    /// Records, synced, that seqs up to `seq` were used (an announcement's, which the outbox never holds), so that a
+    /// start never takes it for a seq nothing accounts for.
+    func recordFloor(_ seq: UInt64) -> UplinkError?
+    /// Removes events loaded at start that an announcement already declared: drop records for them, synced, so they
+    /// are never sent.
+    func discard(_ seqs: [UInt64]) -> UplinkError?
 }
 
 /// The outbox held in memory only: lost with the process.
@@ -55,7 +61,13 @@ public final class MemoryOutbox: Outbox {
 
     public var hasUnwrittenChanges: Bool { false }
     public var compactionDue: Bool { false }
-    public func dropsSaved() {}
+    public func dropsAnnounced(_ seqs: ClosedRange<UInt64>) {}
+    public func recordFloor(_ seq: UInt64) -> UplinkError? { nil }
+    public func discard(_ seqs: [UInt64]) -> UplinkError? {
+        let gone = Set(seqs)
+        events.removeAll { gone.contains($0.event.seq) }
+        return nil
+    }
     public func writeChanges() -> UplinkError? { nil }
 }
 

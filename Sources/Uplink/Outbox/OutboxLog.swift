@@ -181,7 +181,8 @@ final class OutboxLog {
     func append(_ records: [Record], sync: Bool) throws(UplinkError) {
         var bytes: [UInt8] = []
         for record in records { OutboxLog.frame(record, into: &bytes) }
-        let stored = records.compactMap { $0.add?.event.seq }.max() ?? 0
+        // Adds, drops and floors all say a seq was used: the highest counts (a drop record's `dropTo` is its highest).
+        let stored = records.map { max($0.dropTo ?? $0.seq, $0.floor ?? 0) }.max() ?? 0
         // The reserve runs out about once between two compactions: a new one, synced with these records.
         let end = size + off_t(bytes.count)
         var grows = end > reserved && !reserveRefused
@@ -209,8 +210,8 @@ final class OutboxLog {
 
     /// Replaces the file with just these events (temp file, fsync, rename): compaction. The
     /// floor record first keeps the highest seq ever stored; `drops` are written again as drop records.
-    func rewrite(_ entries: [OutboxEntry], drops: [ClosedRange<UInt64>]) throws(UplinkError) {
-        let top = max(highest, entries.map(\.event.seq).max() ?? 0, drops.map(\.upperBound).max() ?? 0)
+    func rewrite(_ entries: [OutboxEntry], drops: [ClosedRange<UInt64>], floor: UInt64 = 0) throws(UplinkError) {
+        let top = max(highest, floor, entries.map(\.event.seq).max() ?? 0, drops.map(\.upperBound).max() ?? 0)
         var bytes: [UInt8] = []
         OutboxLog.frame(Record(floor: top), into: &bytes)
         for seqs in drops { OutboxLog.frame(Record(dropped: seqs), into: &bytes) }

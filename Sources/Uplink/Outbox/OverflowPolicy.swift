@@ -6,9 +6,9 @@ import ParkWiseContract
 /// there is none, the oldest event of all. Passages, check-ins and check-outs are facts a backend
 /// counts and bills: they are never superseded, only dropped last, oldest first.
 public enum OverflowPolicy {
-    /// Index of the event to drop from `events` (oldest first). Events in `sparing` (sent and
-    /// awaiting their PUBACK: they may well arrive) are taken only when nothing else is left.
-    public static func victim(in events: [OutboxEntry], sparing: Set<UInt64> = []) -> Int {
+    /// Index of the event to drop from `events` (oldest first), never one in `sparing` (the delivery ledger's: every
+    /// event that may have reached the broker); nil when every event is spared.
+    public static func victim(in events: [OutboxEntry], sparing: Set<UInt64> = []) -> Int? {
         var newest: [String: Int] = [:]
         for (i, entry) in events.enumerated() {
             if let key = supersedeKey(entry.event) { newest[key] = i }
@@ -16,30 +16,7 @@ public enum OverflowPolicy {
         for (i, entry) in events.enumerated() where !sparing.contains(entry.event.seq) {
             if let key = supersedeKey(entry.event), let last = newest[key], last > i { return i }
         }
-        return events.firstIndex { !sparing.contains($0.event.seq) } ?? 0
-    }
-
-    /// The indexes of the `count` events `victim` would take one after the other (oldest first), found in one pass: the
-    /// events a newer one about the same subject supersedes, oldest first, then the oldest of the others. Taking a
-    /// superseded event leaves the newest of its subject, and once none is superseded the oldest left is the newest of
-    /// its own, so nothing taken changes what comes next. For a start that finds many more events than the capacity
-    /// (one `victim` per event would take minutes for thousands).
-    static func victims(in events: [OutboxEntry], count: Int) -> [Int] {
-        guard count > 0 else { return [] }
-        var newest: [String: Int] = [:]
-        for (i, entry) in events.enumerated() {
-            if let key = supersedeKey(entry.event) { newest[key] = i }
-        }
-        var taken: [Int] = []
-        var superseded = Set<Int>()
-        for (i, entry) in events.enumerated() where taken.count < count {
-            if let key = supersedeKey(entry.event), let last = newest[key], last > i {
-                taken.append(i)
-                superseded.insert(i)
-            }
-        }
-        for i in events.indices where taken.count < count && !superseded.contains(i) { taken.append(i) }
-        return taken
+        return events.firstIndex { !sparing.contains($0.event.seq) }
     }
 
     /// Adds `batch` to `events` one by one, giving up a victim whenever they are more than
@@ -49,8 +26,10 @@ public enum OverflowPolicy {
         var dropped: [OutboxEntry] = []
         for entry in batch {
             events.append(entry)
-            while events.count > capacity {
-                dropped.append(events.remove(at: victim(in: events, sparing: sparing)))
+            // Events that may have reached the broker are kept even beyond the capacity (loaded at a start with a
+            // lower capacity than the last run's): new events then make room among themselves.
+            while events.count > capacity, let i = victim(in: events, sparing: sparing) {
+                dropped.append(events.remove(at: i))
             }
         }
         return dropped
