@@ -473,6 +473,17 @@ func acceptedEvents(_ path: String) -> [Int: String] {
         }
     }
 
+    /// A declared seq never arrives (CONTRACT.md), and each declaration names exactly the seqs it gives up.
+    func expectNoDeclaredSeqArrived(_ events: [[String: Any]], sourceLocation: SourceLocation = #_sourceLocation) {
+        let arrived = Set(events.filter { $0["type"] as? String != "outbox.dropped" }.compactMap { $0["seq"] as? Int })
+        #expect(declared(events).isDisjoint(with: arrived), "declared and arrived: \(declared(events).intersection(arrived).sorted())",
+                sourceLocation: sourceLocation)
+        for e in events where e["type"] as? String == "outbox.dropped" {
+            #expect(e["dropped"] as? Int == (e["last_seq"] as? Int ?? 0) - (e["first_seq"] as? Int ?? 0) + 1, "inexact: \(e)",
+                    sourceLocation: sourceLocation)
+        }
+    }
+
     /// The disk is full (the outbox cannot grow), then `kill -9`: the events held in memory are gone,
     /// but the next run counts on above every seq the first could have sent, and declares the loss.
     @Test func aFullDiskThenACrashReusesNoSeqAndDeclaresTheLoss() throws {
@@ -504,6 +515,7 @@ func acceptedEvents(_ path: String) -> [Int: String] {
         #expect(firstRun.allSatisfy { $0 < start }, "no seq of the first run is used again: \(firstRun.sorted()) vs \(start)")
         let covered = firstRun.union(declared(events))
         #expect(Set(1..<start).isSubset(of: covered), "missing: \(Set(1..<start).subtracting(covered).sorted())")
+        expectNoDeclaredSeqArrived(events)
         #expect(second.stderr.contains("seqs of the last run unaccounted for"), "\(second.stderr)")
         second.signal(SIGTERM)
         #expect(second.wait(10) == 0)
@@ -540,6 +552,7 @@ func acceptedEvents(_ path: String) -> [Int: String] {
         _ = checkDelivery(events)
         let covered = Set(events.filter { $0["boot"] as? Int == 2 }.compactMap { $0["seq"] as? Int }).union(declared(events))
         #expect(Set(1...20).isSubset(of: covered), "missing: \(Set(1...20).subtracting(covered).sorted()): \(third.stderr)")
+        expectNoDeclaredSeqArrived(events)
         third.signal(SIGTERM)
         #expect(third.wait(10) == 0)
         subscriber.stop()
