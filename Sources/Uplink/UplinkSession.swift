@@ -282,7 +282,7 @@ public final class UplinkSession {
     public var offlineAcknowledged: Bool { offlineStatusAcked }
     /// Nothing sent is waiting for its PUBACK, and nothing in the outbox that may be sent waits to be (events held
     /// for a seq reservation may not).
-    public var settled: Bool { inFlight.isEmpty && min(outbox.pending.last?.event.seq ?? 0, sendableUpTo) <= sentUpTo }
+    public var everythingAcknowledged: Bool { inFlight.isEmpty && min(outbox.pending.last?.event.seq ?? 0, sendableUpTo) <= sentUpTo }
 
     /// Events waiting for a seq reservation on disk (see `sendableUpTo`), a drop announcement among them, and the
     /// lowest of their seqs.

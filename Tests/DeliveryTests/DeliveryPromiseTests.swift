@@ -311,9 +311,10 @@ struct World {
         }
     }
 
-    /// The broker acknowledges the oldest publish that reached it.
+    /// The broker acknowledges a publish that reached it (not always the oldest: the order of acknowledgements is not
+    /// relied on).
     mutating func acknowledge() {
-        guard connected, let i = wire.firstIndex(where: { $0.reached }) else { return }
+        guard connected, let i = wire.indices.filter({ wire[$0].reached }).randomElement(using: &random) else { return }
         let publish = wire.remove(at: i).publish
         switch publish {
         case .event(let seq):

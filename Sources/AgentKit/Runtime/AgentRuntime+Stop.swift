@@ -40,7 +40,7 @@ extension AgentRuntime {
                 switch input {
                 case .uplink(let event):
                     session.handle(event)
-                    if !session.isConnected || (session.offlineAcknowledged && session.settled) { break waiting }
+                    if !session.isConnected || (session.offlineAcknowledged && session.everythingAcknowledged) { break waiting }
                 case .lines, .tick, .sourceFinished, .stop, .housekeeping, .inputLost, .statusDue, .statusRequested:
                     continue
                 }

@@ -196,12 +196,12 @@ public final class DurableOutbox: Outbox {
             return nil
         case .wrote:
             removalsUnwritten = []
-            return settle(dead: dead)
+            return countDead(dead)
         }
     }
 
     /// Counts records made dead by a successful write, and compacts when they are many.
-    private func settle(dead: Int) -> UplinkError? {
+    private func countDead(_ dead: Int) -> UplinkError? {
         deadRecords += dead
         if deadRecords >= 2 * capacity { return compactNow() }
         if deadRecords >= capacity { compactionDue = true }
