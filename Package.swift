@@ -98,7 +98,7 @@ let package = Package(
                           path: "Sources/Bridge", exclude: ["README.md"]),
         // Release-mode benchmarks: swift run -c release parkwise-bench
         .executableTarget(name: "parkwise-bench",
-                          dependencies: ["ParkWiseCore", "Simulation", "ConfigFile", "ParkWiseContract", "Uplink"],
+                          dependencies: ["ParkWiseCore", "Simulation", "ConfigFile", "ParkWiseContract", "Uplink", "Delivery"],
                           path: "Sources/Bench"),
 
         .testTarget(name: "CoreTests", dependencies: ["ParkWiseCore", "ConfigFile", "Simulation", "ParkWiseContract"],
@@ -107,7 +107,7 @@ let package = Package(
         .testTarget(name: "DeliveryTests", dependencies: ["Delivery"], path: "Tests/DeliveryTests"),
         // Test helpers shared by the end-to-end test targets: child processes, a private mosquitto.
         .target(name: "TestSupport", path: "Tests/TestSupport"),
-        .testTarget(name: "AgentTests", dependencies: ["ParkWiseContract", "Uplink", "ServiceSetup", "SystemIO", "Simulation", "TestSupport", "AgentKit"],
+        .testTarget(name: "AgentTests", dependencies: ["ParkWiseContract", "Delivery", "Uplink", "ServiceSetup", "SystemIO", "Simulation", "TestSupport", "AgentKit"],
                     path: "Tests/AgentTests"),
         // The bridge against a private PostgreSQL 15, a private mosquitto and the real agent.
         .testTarget(name: "BridgeTests", dependencies: ["TestSupport"], path: "Tests/BridgeTests"),

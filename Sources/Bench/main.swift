@@ -5,6 +5,7 @@ import Glibc
 //   parkwise-bench uplink <broker-port> <dir>        outbox append cost, drain of 200, sustained QoS 1
 //   parkwise-bench sustained <broker-port> <dir>     highest rate without drops, broker acking in 5-20 ms
 //   parkwise-bench wire [encodes]                    ns per payload encode: hand-written vs JSONEncoder
+//   parkwise-bench delivery [events]                 the delivery ledger's cost per event, live and in an outage
 let arguments = Array(CommandLine.arguments.dropFirst())
 switch arguments.first {
 case "uplink":
@@ -19,6 +20,8 @@ case "sustained":
         exit(64)
     }
     await sustainedBench(port: port, directory: arguments[2])
+case "delivery":
+    deliveryBench(count: arguments.dropFirst().first.flatMap { Int($0) } ?? 1_000_000)
 case "wire":
     wireBench(count: arguments.dropFirst().first.flatMap { Int($0) } ?? 200_000)
 default:

@@ -105,10 +105,8 @@ public struct DeliveryLedger: Sendable {
             public var pending: [UInt64] = []
             /// Removal records: the broker acknowledged these.
             public var acknowledged: Set<UInt64> = []
-            /// Drop records: given up, declared or to be.
+            /// Drop records (given up, declared or to be) and stretches of damage (the seqs they may have held).
             public var dropRecords: [ClosedRange<UInt64>] = []
-            /// Stretches of damage: the seqs they may have held.
-            public var damaged: [ClosedRange<UInt64>] = []
             /// The highest seq the outbox ever stored (its floor).
             public var highest: UInt64 = 0
             public init() {}
@@ -121,8 +119,8 @@ public struct DeliveryLedger: Sendable {
     /// declared (`newlyDeclared`, for the log), exactly — never a seq a record shows pending, acknowledged or told.
     public init(start disk: StartContents) {
         stamped = disk.top
-        var known = SeqRuns(seqs: disk.outbox?.pending ?? [])
-        for seq in disk.outbox?.acknowledged ?? [] { known.insert(seq) }
+        // (Built in one pass: inserting thousands of single seqs one by one would cost a start seconds.)
+        var known = SeqRuns(seqs: (disk.outbox?.pending ?? []) + Array(disk.outbox?.acknowledged ?? []))
         if disk.settled > 0 { known.insert(1...disk.settled) }
         var told = SeqRuns()
         if let a = disk.announcement {
@@ -133,7 +131,7 @@ public struct DeliveryLedger: Sendable {
         var candidates = SeqRuns()
         let from: UInt64
         if let outbox = disk.outbox {
-            for range in outbox.dropRecords + outbox.damaged { candidates.insert(range) }
+            candidates = SeqRuns(outbox.dropRecords)
             from = disk.stateLost ? disk.settled
                 : max(disk.settled, outbox.highest, stateDeclared.highest ?? 0, told.highest ?? 0)
         } else {

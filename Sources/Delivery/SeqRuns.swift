@@ -6,7 +6,13 @@ public struct SeqRuns: Equatable, Sendable {
     public init() {}
 
     public init<S: Sequence>(_ ranges: S) where S.Element == ClosedRange<UInt64> {
-        for range in ranges { insert(range) }
+        for range in ranges.sorted(by: { $0.lowerBound < $1.lowerBound }) {
+            if let last = self.ranges.last, range.lowerBound <= last.upperBound || range.lowerBound - last.upperBound == 1 {
+                if range.upperBound > last.upperBound { self.ranges[self.ranges.count - 1] = last.lowerBound...range.upperBound }
+            } else {
+                self.ranges.append(range)
+            }
+        }
     }
 
     /// The seqs given, in any order, repeated or not.

@@ -22,12 +22,14 @@ import Testing
     @Test func agreesWithASetOfSeqs() {
         var generator = SplitMix(seed: 7)
         for _ in 0..<300 {
-            var runs = SeqRuns(), set = Set<UInt64>()
+            var runs = SeqRuns(), set = Set<UInt64>(), given: [ClosedRange<UInt64>] = []
             for _ in 0..<generator.below(12) {
                 let low = generator.below(60) + 1, high = low + generator.below(6)
                 runs.insert(low...high)
                 set.formUnion(low...high)
+                given.append(low...high)
             }
+            #expect(SeqRuns(given) == runs, "built in one pass or one by one: the same runs")
             let cut = (0..<generator.below(20)).map { _ in generator.below(70) }
             let expected = set.subtracting(cut)
             let rest = runs.subtracting(seqs: cut)
