@@ -44,7 +44,7 @@ public struct FleetBoard: Sendable, Hashable {
 
 /// The fleet as a table, one line a board, sorted by site and device, and a summary line.
 public enum FleetTable {
-    public static let header = ["DEVICE", "STATE", "SINCE", "VERSION", "BOOT", "OUTBOX", "OLDEST", "FAULTED", "CLOCK", "NOTE"]
+    public static let header = ["DEVICE", "STATE", "FOR", "VERSION", "BOOT", "OUTBOX", "OLDEST", "FAULTED", "CLOCK", "NOTE"]
 
     /// The table's lines (header first, the summary last); `now` and `staleAfter` in seconds.
     public static func lines(_ boards: [FleetBoard], now: Int64, staleAfter: Int64) -> [String] {
@@ -59,7 +59,7 @@ public enum FleetTable {
             var notes: [String] = []
             if isStale, let heard = board.heardAt { notes.append("nothing heard for \(age(now - heard))") }
             if let fault = s?.storageFault, board.online { notes.append("storage: \(fault)") }
-            if let mode = s?.mode { notes.append(mode) }
+            if let mode = s?.mode { notes.append("\(mode) feed") }
             if !board.online, s != nil { notes.append("last known") }
             rows.append([
                 multiSite ? "\(board.site)/\(board.device)" : board.device,
