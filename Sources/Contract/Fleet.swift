@@ -26,12 +26,13 @@ public struct FleetBoard: Sendable, Hashable {
         self.boot = boot ?? status?.boot
     }
 
-    /// A board as its retained status says it (what a subscriber sees).
+    /// A board as its retained status says it (what a subscriber sees). Its times are the board's clock: one that NTP
+    /// has not set (`clock: unsynced`) tells nothing of how old the status is, so such a board is never called stale.
     public init(site: String, device: String, retained status: StatusPayload) {
         let online = status.state == "online"
         self.init(site: site, device: device, online: online,
                   since: online ? status.since.flatMap(WireTime.unixSeconds) : nil,
-                  heardAt: online ? status.at.flatMap(WireTime.unixSeconds) : nil,
+                  heardAt: online && status.clock != "unsynced" ? status.at.flatMap(WireTime.unixSeconds) : nil,
                   status: online ? status : nil, boot: status.boot)
     }
 

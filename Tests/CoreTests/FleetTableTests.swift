@@ -36,6 +36,9 @@ import Testing
         status.outboxDepth = 12
         status.clock = "unsynced"
         let now = WireTime.unixSeconds("2026-12-02T12:00:00Z")!
+        // Its own clock not set: its `at` says nothing of the status's age.
+        #expect(FleetBoard(site: "s", device: "unset", retained: status).heardAt == nil)
+        status.clock = "synced"
         let fresh = FleetBoard(site: "s", device: "fresh", retained: status)
         #expect(fresh.since == now - 7200 && fresh.heardAt == now - 600 && fresh.boot == 3)
         #expect(!fresh.isStale(now: now, staleAfter: 600) && fresh.isStale(now: now, staleAfter: 599))
@@ -44,7 +47,7 @@ import Testing
         let lines = FleetTable.lines([gone, fresh], now: now, staleAfter: 300)
         #expect(lines[0].hasPrefix("DEVICE  STATE    FOR"), "\(lines)")
         #expect(lines[1].split(separator: " ", omittingEmptySubsequences: true) ==
-                ["fresh", "STALE", "2h00m", "0.2.0", "3", "12", "-", "-", "unsynced", "nothing", "heard", "for", "10m"], "\(lines)")
+                ["fresh", "STALE", "2h00m", "0.2.0", "3", "12", "-", "-", "synced", "nothing", "heard", "for", "10m"], "\(lines)")
         #expect(lines[2].split(separator: " ", omittingEmptySubsequences: true) == ["gone", "OFFLINE", "-", "-", "2", "-", "-", "-", "-"],
                 "\(lines)")
         #expect(lines[3] == "2 boards: 0 online, 1 offline, 1 stale (stale: online but nothing heard for more than 5m)")
