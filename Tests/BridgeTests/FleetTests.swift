@@ -101,6 +101,24 @@ import TestSupport
         #expect(try String(contentsOfFile: existing, encoding: .utf8) == "site: garage\n")
     }
 
+    /// Neither view hangs or guesses: a broker that cannot be reached is exit 1 with the fix, a database the bridge has
+    /// not migrated to its schema exit 78 with the fix.
+    @Test func theFleetViewsSayWhatTheyCannotReach() throws {
+        let fixture = try BridgeFixture()
+        let port = freePort()
+        let monitor = try runAgentCLI(["monitor", "--broker", "mqtt://127.0.0.1:\(port)", "--fleet", "garage"])
+        #expect(monitor.code == 1 && monitor.err.contains("unreachable for 10s") && monitor.err.contains("hint: check --broker"),
+                "\(monitor.err)")
+        let wildcard = try runAgentCLI(["monitor", "--fleet", "garage/#"])
+        #expect(wildcard.code == 64 && wildcard.err.contains("is not a site name"), "\(wildcard.err)")
+        let empty = try runBridge(["fleet", "--database", fixture.url])
+        #expect(empty.code == 0 && empty.out.contains("no boards in sensor_devices yet"), "\(empty.out) \(empty.err)")
+        try fixture.backToSchemaVersion2()
+        let behind = try runBridge(["fleet", "--database", fixture.url])
+        #expect(behind.code == 78 && behind.err.contains("this bridge needs 5") && behind.err.contains("hint: run parkwise-bridge migrate"),
+                "\(behind.err)")
+    }
+
     /// Three agents from exported configs (P1 zones A, B, C, each its own device id), one stopped: `monitor --fleet` (the
     /// retained statuses) and `parkwise-bridge fleet` (the bridge's table) show two online with version, boot, outbox
     /// and clock, and the stopped one OFFLINE. A board whose status says online but is an hour old is STALE.

@@ -112,7 +112,7 @@ enum ExportConfigCommand {
         }
         if let path = args.option("output") {
             guard write(text, to: path, what: "config") else { return ExitCode.failure }
-            printError("\(path): \(chosen.count) spots of level \(level)\(zone.map { " zone \($0)" } ?? "") written, "
+            say("\(path): \(chosen.count) spots of level \(level)\(zone.map { " zone \($0)" } ?? "") written, "
                        + "their inputs UNSET: set each, then parkwise-agent check-config \(path)"
                        + (args.option("spot-list").map { " --spots \($0)" } ?? ""))
         } else {
