@@ -103,12 +103,7 @@ enum DER {
 /// Civil dates in integers (Howard Hinnant's algorithms), as the wire times are computed.
 enum WireTimeDate {
     static func unixSeconds(year: Int64, month: Int64, day: Int64) -> Int64 {
-        let y = month <= 2 ? year - 1 : year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yoe = y - era * 400
-        let doy = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
-        return (era * 146_097 + doe - 719_468) * 86_400
+        WireTime.unixSeconds(year: year, month: month, day: day)
     }
 
     /// "YYYY-MM-DD".

@@ -20,7 +20,7 @@ import Testing
         #expect(try runAgent(["help"]).out == r.out)
         let sub = try runAgent(["help", "check-config"])
         #expect(sub.code == 0)
-        #expect(sub.out.contains("USAGE: parkwise-agent check-config <file>"))
+        #expect(sub.out.contains("USAGE: parkwise-agent check-config [--spots <spot-list>] <file>"))
     }
 
     @Test func usageErrorsExit64InArgumentParserLayout() throws {
@@ -33,7 +33,7 @@ import Testing
         #expect(missing.err == """
             Error: Missing expected argument '<file>'
             Help: <file>                  The config file to check (YAML).
-            Usage: parkwise-agent check-config <file>
+            Usage: parkwise-agent check-config [--spots <spot-list>] <file>
               See 'parkwise-agent help check-config' for more information.
 
             """)

@@ -118,12 +118,13 @@ final class BridgeFixture {
             """)
     }
 
-    /// The database as an earlier release (bridge schema version 2) left it: versions 3 and 4 undone.
+    /// The database as an earlier release (bridge schema version 2) left it: versions 3 to 5 undone.
     func backToSchemaVersion2() throws {
         try cluster.sql("""
             DROP TABLE sensor_arrivals, sensor_device_outages, sensor_no_shows; ALTER TABLE sensor_devices DROP COLUMN storage_fault;
             ALTER TABLE sensor_levels DROP COLUMN unknown;
-            DELETE FROM sensor_schema_migrations WHERE version IN (3, 4)
+            ALTER TABLE sensor_devices DROP COLUMN status, DROP COLUMN status_at, DROP COLUMN heard_at;
+            DELETE FROM sensor_schema_migrations WHERE version IN (3, 4, 5)
             """, database: database)
     }
 
@@ -148,10 +149,15 @@ final class BridgeFixture {
 /// Runs the bridge binary to completion.
 func runBridge(_ arguments: [String], environment: [String: String]? = nil, timeout: Double = 30) throws
     -> (code: Int32, out: String, err: String) {
-    let child = try Child(bridgeBinary, arguments)
+    try runToCompletion(bridgeBinary, arguments, timeout: timeout)
+}
+
+/// Runs a program (the bridge, the agent) to completion: its exit code, stdout and stderr.
+func runToCompletion(_ program: String, _ arguments: [String], timeout: Double = 30) throws -> (code: Int32, out: String, err: String) {
+    let child = try Child(program, arguments)
     guard let code = child.wait(timeout) else {
         child.signal(SIGKILL)
-        Issue.record("parkwise-bridge \(arguments) did not finish")
+        Issue.record("\(program) \(arguments) did not finish")
         return (-1, child.stdout, child.stderr)
     }
     return (code, child.stdout, child.stderr)

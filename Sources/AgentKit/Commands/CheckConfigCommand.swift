@@ -11,10 +11,14 @@ enum CheckConfigCommand {
             TLS files it names as `run` would, and that the credentials' username is the device id (the
             broker's ACL needs it). Run as root, it also checks that the service's user (parkwise, or
             $PARKWISE_AGENT_USER) may read the config and those files, and that the installed systemd unit
-            (with its drop-ins) lets the service write outbox.path. Exit 0 when the file is valid, 78 when it
-            is not.
+            (with its drop-ins) lets the service write outbox.path. With --spots, every spot id must be in
+            that list (the backend's spots, one id a line, as `parkwise-bridge export-config --spot-list`
+            writes it). A spot whose input is still UNSET (as export-config leaves it) is refused as
+            "input not set". Exit 0 when the file is valid, 78 when it is not.
             """,
-        arguments: [.init(name: "file", help: "The config file to check (YAML).")])
+        arguments: [.init(name: "file", help: "The config file to check (YAML).")],
+        options: [.init(name: "spots", value: "spot-list",
+                        help: "The backend's spot ids, one a line (# comments): refuse a spot id not in it.")])
 
     static func run(_ args: ParsedArguments) -> Int32 {
         let path = args.positionals[0]
@@ -24,6 +28,15 @@ enum CheckConfigCommand {
             return ExitCode.config
         }
         var issues = ServiceUserCheck.issues(config: config, configPath: path) + SandboxCheck.issues(config: config, configPath: path)
+        if let listPath = args.option("spots") {
+            switch BackendSpotList.read(path: listPath) {
+            case .failure(let problem):
+                printError("error: \(problem.message)\n    hint: \(problem.hint)")
+                return ExitCode.config
+            case .success(let list):
+                issues = list.unknownSpots(config, configPath: path) + issues
+            }
+        }
         do {
             let credentials = try LinkFiles.check(config.mqtt, configPath: path)
             if let credentials, let file = config.mqtt.files.first(where: { $0.role == .credentials }) {

@@ -20,6 +20,10 @@ enum MonitorCommand {
                   help: "A login for a broker that wants one: username= and password= lines, mode 0600 (a user the ACL lets "
                       + "read parkwise/v1/#, e.g. deploy/mosquitto's parkwise-backend; a device's own login may not)."),
             .init(name: "ca", value: "file", help: "The CA of an mqtts:// broker's certificate (default: the system's CAs)."),
+            .init(name: "fleet", value: "site",
+                  help: "Instead: every board of this site at a glance from the retained statuses, one line each, then exit "
+                      + "(online/OFFLINE since when, version, boot, outbox, faulted inputs, clock; STALE: online but its "
+                      + "status older than --stale)."),
         ])
 
     private enum Input: Sendable {
@@ -47,11 +51,16 @@ enum MonitorCommand {
             }
             limit = count
         }
+        let fleetSite = args.option("fleet")
+        if let fleetSite, fleetSite.isEmpty || fleetSite.contains(where: { "/+#".contains($0) }) {
+            printError(UsageError(command: spec, message: "--fleet '\(fleetSite)' is not a site name").text)
+            return ExitCode.usage
+        }
         let (stream, continuation) = AsyncStream.makeStream(of: Input.self)
         var settings = LinkSettings(
             brokers: [.init(host: broker.host, port: broker.port, tls: broker.tls)],
             clientID: "parkwise-monitor-\(ProcessInfo.processInfo.processIdentifier)", keepaliveSeconds: 30,
-            will: nil, subscriptions: [Topics.siteFilter(args.option("site"))])
+            will: nil, subscriptions: [fleetSite.map(FleetCollector.filter) ?? Topics.siteFilter(args.option("site"))])
         settings.unreachableMessage = "broker unreachable, retrying"
         if let path = args.option("credentials") {
             do {
@@ -69,6 +78,9 @@ enum MonitorCommand {
                 return ExitCode.config
             }
             settings.tls = (ca: ca, cert: nil, key: nil)
+        }
+        if let fleetSite {
+            return await FleetCollector.run(site: fleetSite, settings: settings, staleAfter: stale)
         }
         let link = MQTTLink(settings: settings) { continuation.yield(.uplink($0)) }
         StopSignals.handle(onStop: { continuation.yield(.stop) })

@@ -232,7 +232,8 @@ final class Applier {
         cursor.boot = boot
         cursors[key] = cursor
         // The fault the database held before (another bridge's, or this one's before a restart): a change is logged.
-        let before = try db.query(SQL.online, [key.site, key.device, status.mode, status.since, status.storageFault]).first
+        let before = try db.query(SQL.online, [key.site, key.device, status.mode, status.since, status.storageFault,
+                                               statusJSON(status)]).first
         if let before, before[0] != status.storageFault {
             if let fault = status.storageFault {
                 onCommit { Log.warn("device reports a storage fault", ["device": key, "fault": fault]) }
@@ -240,6 +241,13 @@ final class Applier {
                 onCommit { Log.info("device storage works again", ["device": key]) }
             }
         }
+    }
+
+    /// The status as `sensor_devices.status` keeps it for the fleet view; nil for one jsonb cannot hold (a NUL in a
+    /// string), which would otherwise fail the batch.
+    private func statusJSON(_ status: StatusPayload) -> String? {
+        let json = String(decoding: WireJSON.encode(status), as: UTF8.self)
+        return json.contains("\\u0000") ? nil : json
     }
 
     private func apply(_ key: DeviceKey, _ event: EventPayload) throws(PostgresError) {

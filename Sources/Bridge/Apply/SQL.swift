@@ -19,7 +19,7 @@ enum SQL {
         """
 
     static let writeCursors = """
-        UPDATE sensor_devices d SET boot = w.boot, last_seq = w.last_seq, updated_at = now()
+        UPDATE sensor_devices d SET boot = w.boot, last_seq = w.last_seq, updated_at = now(), heard_at = now()
         FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) AS w(site, device, boot, last_seq)
         WHERE d.site = w.site AND d.device = w.device AND (d.boot, d.last_seq) IS DISTINCT FROM (w.boot, w.last_seq)
         """
@@ -31,7 +31,7 @@ enum SQL {
           UPDATE sensor_device_outages SET ended = now() WHERE site = $1 AND device = $2 AND ended IS NULL
         )
         UPDATE sensor_devices d SET online = true, mode = $3, online_since = $4::timestamptz, offline_since = NULL,
-          stale = false, storage_fault = $5, updated_at = now()
+          stale = false, storage_fault = $5, updated_at = now(), status = $6::jsonb, status_at = now(), heard_at = now()
         FROM (SELECT storage_fault FROM sensor_devices WHERE site = $1 AND device = $2) AS before
         WHERE d.site = $1 AND d.device = $2
         RETURNING before.storage_fault

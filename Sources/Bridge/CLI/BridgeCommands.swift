@@ -10,7 +10,7 @@ enum BridgeCommands {
         to ParkWise's PostgreSQL tables in place of the occupancy simulator.
         """,
         version: version,
-        commands: [RunCommand.spec, MigrateCommand.spec, CheckConfigCommand.spec])
+        commands: [RunCommand.spec, MigrateCommand.spec, CheckConfigCommand.spec, ExportConfigCommand.spec, FleetCommand.spec])
 
     /// Runs the command line; returns the exit code.
     static func main(_ args: [String]) -> Int32 {
@@ -21,6 +21,8 @@ enum BridgeCommands {
             case RunCommand.spec.name: return RunCommand.run(parsed)
             case MigrateCommand.spec.name: return MigrateCommand.run(parsed)
             case CheckConfigCommand.spec.name: return CheckConfigCommand.run(parsed)
+            case ExportConfigCommand.spec.name: return ExportConfigCommand.run(parsed)
+            case FleetCommand.spec.name: return FleetCommand.run(parsed)
             default: return ExitCode.usage
             }
         }

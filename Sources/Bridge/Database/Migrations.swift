@@ -123,6 +123,11 @@ enum Migrations {
               checked_in_at timestamptz NOT NULL, released_at timestamptz NOT NULL)
             """,
         ]),
+        Step(version: 5, name: "the fleet view: each device's last status and when it was last heard", statements: [
+            // The last online status as the device sent it (version, outbox, clock, faulted inputs: `fleet` shows them,
+            // kept while it is offline), when the bridge applied it, and when it last applied anything of the device's.
+            "ALTER TABLE sensor_devices ADD COLUMN status jsonb, ADD COLUMN status_at timestamptz, ADD COLUMN heard_at timestamptz",
+        ]),
     ]
 
     static var latest: Int { steps.map(\.version).max() ?? 0 }

@@ -168,6 +168,10 @@ public struct InputConfig: Sendable {
 
 /// Defaults an installer gets without writing anything; documented in the config reference.
 public enum ConfigDefaults {
+    /// What `parkwise-bridge export-config` writes where the installer has to put a spot's line (`input: UNSET`):
+    /// check-config refuses it as "input not set" with its line, so a half-filled file never goes live (and since it
+    /// is no input at all, an agent before this one refuses it too).
+    public static let inputNotSet = "UNSET"
     public static let outboxPath = "/var/lib/parkwise-agent/outbox"
     public static let outboxCapacity = 200
     /// The most events the outbox holds: each takes about 1 KB of memory while it waits, and 1.6 KB while the file

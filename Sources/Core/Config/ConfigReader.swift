@@ -321,6 +321,12 @@ public struct ConfigReader {
     }
 
     private mutating func input(_ node: ConfigNode, settings: InputSettings, owner: String) -> InputConfig? {
+        if node.isNull || node.text?.trimmingSpaces == ConfigDefaults.inputNotSet {
+            report(node.mark, "\(owner): input not set",
+                   hint: "write the line its sensor is wired to: GPIO17 (Broadcom name), pin 11 (40-pin header) or CHIP:LINE "
+                       + "(e.g. 1-0020:GPA0, an MCP23017 pin); `parkwise-agent lines` lists the board's lines")
+            return nil
+        }
         guard let text = string(node, what: "an input") else { return nil }
         guard let ref = InputRef.parse(text) else {
             report(node.mark, "'\(text)' is not an input", hint: "write GPIO17 (Broadcom name), pin 11 (40-pin header) or CHIP-LABEL:LINE (e.g. mcp23017:GPA0)")

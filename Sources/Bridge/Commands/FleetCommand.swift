@@ -1,0 +1,68 @@
+import ParkWiseCLI
+import ParkWiseContract
+import ParkWiseCore
+import Postgres
+
+/// Every board of a site at a glance for the control room, from what the bridge keeps in `sensor_devices`: online or
+/// offline and since when, and what its last status said (version, boot, outbox, faulted inputs, clock).
+enum FleetCommand {
+    static let spec = CommandSpec(
+        name: "fleet", abstract: "Show every board at a glance: online/offline since when, version, outbox, faults.",
+        discussion: """
+        Reads the bridge's own table sensor_devices (read only): one line a board, with online or
+        OFFLINE and since when, its version and boot, its outbox's depth and oldest event's age, its
+        faulted inputs and clock state, as its last status said them (an offline board's are the last
+        known). A board that says it is online but from which the bridge has applied nothing for
+        --stale is STALE (an idle board publishes its status only when something in it changes, so
+        choose --stale longer than the site's quiet hours, or watch OFFLINE, the broker's last will).
+        Exit 0 shown (whatever the boards' states), 1 database unreachable, 78 a database the bridge
+        has not migrated.
+        """,
+        options: [
+            Connections.databaseOption,
+            .init(name: "site", value: "site", help: "Only this site (default: every site)."),
+            .init(name: "stale", value: "duration", help: "Online but nothing applied for this long is STALE (default 10m)."),
+        ])
+
+    static func run(_ args: ParsedArguments) -> Int32 {
+        let staleText = args.option("stale") ?? "10m"
+        guard let stale = try? DurationText.read(staleText), stale > .zero else {
+            printError(UsageError(command: spec, message: "--stale '\(staleText)' is not a duration like 90s or 10m").text)
+            return ExitCode.usage
+        }
+        let (db, url): (PostgresConnection, String)
+        switch Connections.database(args, command: spec) {
+        case .failed(let code): return code
+        case .ok(let connection, let text): (db, url) = (connection, text)
+        }
+        if let code = Connections.checkSchema(db, url: url, needVersion: Migrations.latest) { return code }
+        let rows: PostgresRows
+        do {
+            rows = try db.query("""
+                SELECT site, device, online, boot,
+                  extract(epoch FROM CASE WHEN online THEN online_since ELSE offline_since END)::bigint AS since,
+                  extract(epoch FROM heard_at)::bigint AS heard, status::text AS status,
+                  extract(epoch FROM now())::bigint AS now
+                FROM sensor_devices WHERE $1::text IS NULL OR site = $1 ORDER BY site, device
+                """, [args.option("site")])
+        } catch {
+            printError("error: cannot read sensor_devices: \(error)" + Connections.privilegeHint(error, db))
+            return ExitCode.failure
+        }
+        let now = rows.rows.first.flatMap { $0[7] }.flatMap { Int64($0) } ?? 0
+        let boards = rows.rows.compactMap { row -> FleetBoard? in
+            guard let site = row[0], let device = row[1] else { return nil }
+            let status = row[6].flatMap { WireJSON.decode(StatusPayload.self, from: Array($0.utf8)) }
+            return FleetBoard(site: site, device: device, online: row[2] == "t", since: row[4].flatMap { Int64($0) },
+                              heardAt: row[5].flatMap { Int64($0) }, status: status, boot: row[3].flatMap { UInt64($0) })
+        }
+        guard !boards.isEmpty else {
+            say("no boards\(args.option("site").map { " of site \($0)" } ?? "") in sensor_devices yet "
+                + "(a board appears once the bridge has applied its first status)")
+            return ExitCode.success
+        }
+        let seconds = stale.components.seconds
+        for line in FleetTable.lines(boards, now: now, staleAfter: seconds) { say(line) }
+        return ExitCode.success
+    }
+}

@@ -1,0 +1,55 @@
+import ParkWiseContract
+import ParkWiseCore
+import Testing
+
+/// The pieces of issue 25 that need no broker or database: the placeholder export-config leaves for an input, and the
+/// fleet table's rules (times read back, ages, what is stale).
+@Suite struct FleetTableTests {
+    /// `input: UNSET` (what export-config writes) and an empty input are both "input not set", at the input's line.
+    @Test(arguments: ["input: UNSET", "input: \"UNSET\"", "input: null", "input: ~"])
+    func aSpotWhoseInputIsNotSetIsRefusedAtItsLine(input: String) {
+        let found = issues(minimal.replacingOccurrences(of: "input: GPIO22", with: input))
+        #expect(found.map(\.message) == ["spot P2-A-01: input not set"], "\(found)")
+        #expect(found.first?.mark.line == 9)
+        #expect(found.first?.hint?.contains("1-0020:GPA0") == true)
+    }
+
+    @Test func wireTimesReadBackToTheSecond() {
+        for ns: Int64 in [0, 1_764_684_220_123_000_000, 951_782_400_000_000_000, 4_102_444_799_999_000_000] {
+            #expect(WireTime.unixSeconds(WireTime.format(unixNanoseconds: ns)) == ns / 1_000_000_000)
+        }
+        #expect(WireTime.unixSeconds("2026-12-02 14:23:40.5+00") == WireTime.unixSeconds("2026-12-02T14:23:40Z"))
+        for bad in ["", "2026-12-02", "2026-13-02T14:23:40Z", "2026-12-02T14:23:40+05", "2026-12-02T14:23:40.1Zx", "yesterday"] {
+            #expect(WireTime.unixSeconds(bad) == nil, "\(bad)")
+        }
+    }
+
+    @Test func agesAreShortAndNeverNegative() {
+        #expect([-5, 0, 59, 60, 3599, 3600, 3_660, 86_399, 86_400, 180_000].map { FleetTable.age(Int64($0)) }
+                == ["0s", "0s", "59s", "1m", "59m", "1h00m", "1h01m", "23h59m", "1d00h", "2d02h"])
+    }
+
+    /// Online and heard within the limit: online; online but silent past it: STALE; offline is never stale.
+    @Test func onlyAnOnlineBoardHeardTooLongAgoIsStale() {
+        var status = StatusPayload(state: "online", version: "0.2.0", boot: 3, since: "2026-12-02T10:00:00.000Z")
+        status.at = "2026-12-02T11:50:00.000Z"
+        status.outboxDepth = 12
+        status.clock = "unsynced"
+        let now = WireTime.unixSeconds("2026-12-02T12:00:00Z")!
+        // Its own clock not set: its `at` says nothing of the status's age.
+        #expect(FleetBoard(site: "s", device: "unset", retained: status).heardAt == nil)
+        status.clock = "synced"
+        let fresh = FleetBoard(site: "s", device: "fresh", retained: status)
+        #expect(fresh.since == now - 7200 && fresh.heardAt == now - 600 && fresh.boot == 3)
+        #expect(!fresh.isStale(now: now, staleAfter: 600) && fresh.isStale(now: now, staleAfter: 599))
+        let gone = FleetBoard(site: "s", device: "gone", retained: StatusPayload(state: "offline", boot: 2))
+        #expect(!gone.online && gone.boot == 2 && !gone.isStale(now: now, staleAfter: 1))
+        let lines = FleetTable.lines([gone, fresh], now: now, staleAfter: 300)
+        #expect(lines[0].hasPrefix("DEVICE  STATE    FOR"), "\(lines)")
+        #expect(lines[1].split(separator: " ", omittingEmptySubsequences: true) ==
+                ["fresh", "STALE", "2h00m", "0.2.0", "3", "12", "-", "-", "synced", "nothing", "heard", "for", "10m"], "\(lines)")
+        #expect(lines[2].split(separator: " ", omittingEmptySubsequences: true) == ["gone", "OFFLINE", "-", "-", "2", "-", "-", "-", "-"],
+                "\(lines)")
+        #expect(lines[3] == "2 boards: 0 online, 1 offline, 1 stale (stale: online but nothing heard for more than 5m)")
+    }
+}
