@@ -1,0 +1,69 @@
+@testable import AgentKit
+import Foundation
+import ParkWiseContract
+import Testing
+import TestSupport
+@testable import Uplink
+
+/// Two agents configured with one site and device id on one broker (issue 22, item 4): the broker gives the client id
+/// to whoever connected last, so each takes the other's connection. Each agent says so once per streak, with the fix,
+/// in its log, its status and its retained status; once the other is gone and a connection lasts, the streak ends.
+@Suite(.serialized) struct TwinDeviceTests {
+    let prefix = "parkwise/v1/testsite/contract-dev"
+    static let detected = "another client logs in with this device's id"
+    static let ended = "device id no longer contested"
+
+    func count(_ text: String, in log: String) -> Int { log.components(separatedBy: text).count - 1 }
+
+    @Test func twoBoardsWithOneDeviceIDAreDetectedOncePerStreak() throws {
+        let broker = try Broker()
+        let subscriber = try Subscriber(broker, filter: prefix + "/status")
+        try subscriber.listen()
+        let (dirA, dirB) = (temporaryDirectory(), temporaryDirectory())
+        func start(_ dir: URL) throws -> RunningAgent {
+            try RunningAgent(dir, ["--config", try writeContractGarage(dir), "--replay", try writeTrace(dir, "")], broker: broker)
+        }
+        let a = try start(dirA)
+        #expect(eventually(10) { (try? a.status().link.isConnected) == true }, "\(a.child.stderr)")
+        #expect(!a.child.stderr.contains(Self.detected))
+
+        // The twin connects: both flap, and each says so once, however many times the connection is taken.
+        var b = try start(dirB)
+        #expect(eventually(20) { a.child.stderr.contains(Self.detected) && b.child.stderr.contains(Self.detected) },
+                "A: \(a.child.stderr)\nB: \(b.child.stderr)")
+        #expect(eventually(20) { ((try? a.status().link.reconnects) ?? 0) >= 8 }, "\(a.child.stderr)")
+        #expect(count(Self.detected, in: a.child.stderr) == 1, "\(a.child.stderr)")
+        #expect(count(Self.detected, in: b.child.stderr) == 1, "\(b.child.stderr)")
+        let line = try #require(a.child.stderr.split(separator: "\n").first { $0.contains(Self.detected) })
+        #expect(line.hasPrefix("warn ") && line.contains("client_id=parkwise-testsite-contract-dev")
+                && line.contains("fix=\"give each board its own device id"), "\(line)")
+        // The per-loss lines give way to the streak's one (at most the losses before it was recognised).
+        #expect(count("warn uplink lost", in: a.child.stderr) <= TakeoverWatch.streak, "\(a.child.stderr)")
+        let conflict = try a.status().link.idConflict
+        #expect(conflict?.contains("parkwise-testsite-contract-dev") == true, "\(String(describing: conflict))")
+        #expect(StatusText.render(try a.status()).contains("DEVICE ID CONFLICT"))
+        // The retained status says it too (each connection's birth carries it).
+        #expect(eventually(10) { subscriber.messages.contains { ($0.json["id_conflict"] as? String)?.isEmpty == false } },
+                "\(subscriber.messages.map(\.payload))")
+        // As the contract's schema has it.
+        let said = try #require(subscriber.messages.last { $0.json["id_conflict"] != nil })
+        #expect(try SchemaCheck.validate([.init(schema: "status", label: "id conflict", payload: said.payload)]).first?.isEmpty == true)
+
+        // The twin goes: once a connection has lasted, the streak ends, in the log, the status and the retained status.
+        b.stop()
+        #expect(eventually(TakeoverWatch.settle + 20) { a.child.stderr.contains(Self.ended) }, "\(a.child.stderr)")
+        #expect(try a.status().link.idConflict == nil)
+        #expect(eventually(10) {
+            subscriber.messages.last.map { $0.json["state"] as? String == "online" && $0.json["id_conflict"] == nil } == true
+        }, "\(subscriber.messages.suffix(2).map(\.payload))")
+
+        // It comes back: a new streak, said once more.
+        b = try start(dirB)
+        #expect(eventually(20) { count(Self.detected, in: a.child.stderr) == 2 }, "\(a.child.stderr)")
+        #expect(eventually(10) { ((try? a.status().link.idConflict) ?? nil) != nil })
+        b.stop()
+        a.stop()
+        subscriber.stop()
+        #expect(count(Self.detected, in: a.child.stderr) == 2, "\(a.child.stderr)")
+    }
+}
