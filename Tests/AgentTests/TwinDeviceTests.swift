@@ -20,8 +20,16 @@ import TestSupport
         let subscriber = try Subscriber(broker, filter: prefix + "/status")
         try subscriber.listen()
         let (dirA, dirB) = (temporaryDirectory(), temporaryDirectory())
+        /// The contract garage, its outbox where `RunningAgent` puts it (so that doctor finds the status socket).
+        func config(_ dir: URL) throws -> String {
+            let path = try writeContractGarage(dir)
+            try (try String(contentsOfFile: path, encoding: .utf8))
+                .replacingOccurrences(of: "outbox: { capacity:", with: "outbox: { path: \(dir.path)/outbox, capacity:")
+                .write(toFile: path, atomically: true, encoding: .utf8)
+            return path
+        }
         func start(_ dir: URL) throws -> RunningAgent {
-            try RunningAgent(dir, ["--config", try writeContractGarage(dir), "--replay", try writeTrace(dir, "")], broker: broker)
+            try RunningAgent(dir, ["--config", try config(dir), "--replay", try writeTrace(dir, "")], broker: broker)
         }
         let a = try start(dirA)
         #expect(eventually(10) { (try? a.status().link.isConnected) == true }, "\(a.child.stderr)")
@@ -42,6 +50,11 @@ import TestSupport
         let conflict = try a.status().link.idConflict
         #expect(conflict?.contains("parkwise-testsite-contract-dev") == true, "\(String(describing: conflict))")
         #expect(StatusText.render(try a.status()).contains("DEVICE ID CONFLICT"))
+        // doctor fails its service check, with the fix.
+        let (code, report, output) = try DoctorTests().doctor(dirA.path + "/agent.yaml")
+        let twin = DoctorTests().checks(report, section: "service").first { $0["title"] as? String == "another board uses this device id" }
+        #expect(code == 1 && twin?["status"] as? String == "failed", "\(output)")
+        #expect((twin?["fix"] as? String)?.contains("its own device id") == true, "\(output)")
         // The retained status says it too (each connection's birth carries it).
         #expect(eventually(10) { subscriber.messages.contains { ($0.json["id_conflict"] as? String)?.isEmpty == false } },
                 "\(subscriber.messages.map(\.payload))")
