@@ -8,8 +8,8 @@
 #   3.1.1, shipped limit    the same agent, the broker with deploy/mosquitto/mosquitto.conf's max_packet_size
 #   MQTT 5, no broker limit the agent's CONNECT carries its maximum packet size; the broker has no limit of its own
 # Per run: whether the agent is still running and answers a small diag after it, what it replied to the big one, the
-# cgroup's peak (memory.peak, or v1's max_usage_in_bytes: page cache included), the agent's peak RSS (VmHWM) and OOM
-# kills. Root, for the cgroup (v2 or v1, whichever has the memory controller). The board build (release, static Swift
+# cgroup's use when idle and its peak (memory.peak, or v1's max_usage_in_bytes: page cache included), the agent's RSS
+# when idle and its peak (VmHWM), and OOM kills. Root, for the cgroup (v2 or v1, whichever has the memory controller). The board build (release, static Swift
 # runtime) unless PARKWISE_AGENT_BIN names a binary.
 #   deploy/dev/command-size-check.sh
 #   COMMAND_SIZES="1 8" PARKWISE_AGENT_BIN=.build/debug/parkwise-agent deploy/dev/command-size-check.sh
@@ -63,6 +63,9 @@ new_cgroup() {   # directory: made, limited to limit_mib without swap
 peak() {   # cgroup dir -> bytes
     if [ "$kind" = v2 ]; then cat "$1/memory.peak"; else cat "$1/memory.max_usage_in_bytes"; fi
 }
+usage() {   # cgroup dir -> bytes
+    if [ "$kind" = v2 ]; then cat "$1/memory.current"; else cat "$1/memory.usage_in_bytes"; fi
+}
 oom_kills() {   # cgroup dir
     if [ "$kind" = v2 ]; then
         awk '$1 == "oom_kill" {print $2}' "$1/memory.events"
@@ -107,7 +110,12 @@ wait_for() {   # seconds, command…: true once the command succeeds
     while [ "$SECONDS" -lt "$until" ]; do "$@" && return 0; sleep 0.1; done
     return 1
 }
-alive() { kill -0 "$1" 2>/dev/null; }
+alive() {   # pid: running (not gone, not a zombie nobody has reaped yet)
+    local state
+    state=$(awk '/^State:/ {print $2}' "/proc/$1/status" 2>/dev/null) || return 1
+    [ -n "$state" ] && [ "$state" != Z ]
+}
+gone() { ! alive "$1"; }
 answered_after() { grep -qF '"id":"after"' "$1"; }
 refused_big() { grep -qF 'dropped unread' "$1"; }
 
@@ -123,14 +131,16 @@ one() {   # label, broker port, config, size in MB
     mosquitto_sub -p "$broker" -t "$topic/reply" -q 1 > "$replies" 2>/dev/null &
     sub_pid=$!
     pids+=("$sub_pid")
-    bash -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$cg" "$agent" run --config "$config" --replay "$work/empty.jsonl" \
-        --broker "mqtt://127.0.0.1:$broker" --outbox "$work/outbox-$run" 2> "$log" > /dev/null &
-    agent_pid=$!
+    # Started from a subshell, so that this shell does not report the job when the kernel kills it.
+    (bash -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$cg" "$agent" run --config "$config" --replay "$work/empty.jsonl" \
+        --broker "mqtt://127.0.0.1:$broker" --outbox "$work/outbox-$run" 2> "$log" > /dev/null & echo $! > "$work/pid-$run")
+    agent_pid=$(cat "$work/pid-$run")
     pids+=("$agent_pid")
-    wait_for 20 grep -qF "uplink connected" "$log" || { echo "command-size-check: the agent did not connect" >&2; cat "$log" >&2; exit 1; }
+    wait_for 20 grep -qsF "uplink connected" "$log" || { echo "command-size-check: the agent did not connect" >&2; cat "$log" >&2; exit 1; }
     sleep 1   # its subscription is in place once the broker has answered it; a second is plenty on loopback
-    local idle
-    idle=$(awk '/^VmRSS/ {print $2}' "/proc/$agent_pid/status")
+    local idle idle_rss
+    idle=$(usage "$cg")
+    idle_rss=$(awk '/^VmRSS/ {print $2}' "/proc/$agent_pid/status")
     pub_rc=0
     timeout 120 mosquitto_pub -p "$broker" -q 1 -t "$topic/cmd/diag" -f "$work/payload-$mb" 2> "$work/pub-$run.err" || pub_rc=$?
     # Whatever became of the big one, a small diag next (the broker keeps their order): answered only by a live agent
@@ -141,10 +151,10 @@ one() {   # label, broker port, config, size in MB
     if alive "$agent_pid" && answered_after "$replies"; then state="runs, answers"; else state="KILLED"; fi
     if refused_big "$replies"; then reply="refused, dropped unread"; else reply="none"; fi
     [ "$pub_rc" -eq 0 ] || reply="$reply (publisher cut off: exit $pub_rc)"
-    printf '%-24s %6s MB  %-14s %-44s %8s %9s %9s %4s\n' "$label" "$mb" "$state" "$reply" \
-        "$(mib $((idle * 1024)))" "$(mib "$(peak "$cg")")" "$(mib $((hwm * 1024)))" "$(oom_kills "$cg")"
+    printf '%-24s %6s MB  %-14s %-40s %7s %7s %7s %7s %4s\n' "$label" "$mb" "$state" "$reply" \
+        "$(mib "$idle")" "$(mib "$(peak "$cg")")" "$(mib $((idle_rss * 1024)))" "$(mib $((hwm * 1024)))" "$(oom_kills "$cg")"
     kill -TERM "$agent_pid" 2>/dev/null || true
-    wait "$agent_pid" 2>/dev/null || true
+    wait_for 15 gone "$agent_pid" || { echo "command-size-check: the agent did not stop" >&2; exit 1; }
     kill "$sub_pid" 2>/dev/null || true
     wait "$sub_pid" 2>/dev/null || true
     rmdir "$cg"
@@ -152,9 +162,10 @@ one() {   # label, broker port, config, size in MB
 
 echo "== a cmd/diag of each size, the agent in a ${limit_mib} MiB memory cgroup ($kind, no swap); agent: $agent"
 echo "   broker limit shipped in deploy/mosquitto/mosquitto.conf: max_packet_size $shipped; the agent's command limit: 64 KiB"
-printf '%-24s %9s  %-14s %-44s %8s %9s %9s %4s\n' "set-up" "payload" "agent after" "reply to the big one" \
-    "idle MiB" "peak MiB" "VmHWM MiB" "OOM"
+echo "   MiB: the cgroup's use when idle and its peak (what MemoryMax counts: what the agent allocated, page cache"
+echo "   included, not the binary's pages cached before); the agent's RSS when idle and its peak (VmHWM; 0 once killed)"
+printf '%-24s %9s  %-14s %-40s %7s %7s %7s %7s %4s\n' "set-up" "payload" "agent after" "reply to the big one" \
+    "cg idle" "cg peak" "RSS" "VmHWM" "OOM"
 for mb in $sizes; do one "3.1.1, no broker limit" "$plain_port" "$work/v311.yaml" "$mb"; done
 for mb in $sizes; do one "3.1.1, shipped limit" "$limited_port" "$work/v311.yaml" "$mb"; done
 for mb in $sizes; do one "MQTT 5, no broker limit" "$plain_port" "$work/v5.yaml" "$mb"; done
-echo "(peak: the cgroup's, page cache included; VmHWM: the agent's peak RSS, 0 once it was killed)"
