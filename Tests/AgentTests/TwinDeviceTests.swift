@@ -80,3 +80,36 @@ import TestSupport
         #expect(count(Self.detected, in: a.child.stderr) == 2, "\(a.child.stderr)")
     }
 }
+
+/// The watch's rules in-process: an MQTT 5 "session taken over" is enough at once (a broker that sends it; mosquitto
+/// 2.0.11 does not, so the end-to-end test above never sees one); without a reason, `streak` brief connections in a row,
+/// each reconnect accepted at once; a connection that lasted, or a refused attempt, breaks the count; a streak ends once
+/// one has lasted `settle`.
+@Suite struct TakeoverWatchTests {
+    @Test func theEvidenceAndTheStreak() {
+        var watch = TakeoverWatch(clientID: "parkwise-s-d")
+        #expect(watch.lost(upFor: 3600, takenOver: true, broker: "mqtt://b:1883", now: 0)?.contains("0x8E") == true)
+        #expect(watch.lost(upFor: 0.3, takenOver: true, broker: "mqtt://b:1883", now: 1) == nil, "said once per streak")
+        #expect(!watch.stillUp(for: TakeoverWatch.settle - 1) && watch.active)
+        #expect(watch.untilSettled(upFor: TakeoverWatch.settle - 1) == 1)
+        #expect(watch.stillUp(for: TakeoverWatch.settle) && !watch.active)
+        #expect(watch.untilSettled(upFor: 0) == nil)
+
+        // No reason given: brief losses count, a connection that lasted starts the count again.
+        #expect(watch.lost(upFor: 0.4, takenOver: false, broker: "b", now: 10) == nil)
+        #expect(watch.lost(upFor: 0.4, takenOver: false, broker: "b", now: 11) == nil)
+        #expect(watch.lost(upFor: TakeoverWatch.brief + 1, takenOver: false, broker: "b", now: 30) == nil)
+        // A broker restarting: brief losses, but a refused attempt between them.
+        for second in 0..<(2 * TakeoverWatch.streak) {
+            #expect(watch.lost(upFor: 0.4, takenOver: false, broker: "b", now: 12 + Double(second)) == nil)
+            if second % 3 == 2 { watch.attemptFailed() }
+        }
+        watch.attemptFailed()
+        for second in 0..<(TakeoverWatch.streak - 1) {
+            #expect(watch.lost(upFor: 0.4, takenOver: false, broker: "b", now: 31 + Double(second)) == nil)
+        }
+        let said = watch.lost(upFor: 0.4, takenOver: false, broker: "b", now: 40)
+        #expect(said?.contains("\(TakeoverWatch.streak) connections in a row lost within") == true, "\(said ?? "-")")
+        #expect(watch.conflict == said)
+    }
+}

@@ -110,6 +110,7 @@ public final class MQTTLink: Sendable {
                     Log.log(wasContested || conflict != nil ? .debug : .warn, "uplink lost", ["broker": broker, "reason": reason])
                     emit([.disconnected(connection: number, reason: reason)] + (conflict.map { [.contested($0)] } ?? []))
                 } else {
+                    watch.attemptFailed()
                     if reason != lastReason {
                         Log.log(.warn, settings.unreachableMessage, ["broker": broker, "reason": reason])
                     }

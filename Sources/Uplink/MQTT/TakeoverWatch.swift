@@ -5,12 +5,13 @@ import ParkWiseLog
 /// board's connection is taken over by the other's next one, both flap, and all either sees is "The connection was
 /// lost.". The evidence: an MQTT 5 DISCONNECT with reason 0x8E "session taken over" (a broker that sends it; mosquitto
 /// 2.0.11 closes the socket without it), or, with no reason given, `streak` connections in a row lost within `brief`
-/// seconds of the broker accepting them (a broker that restarts refuses connections for a while; a twin's broker
-/// accepts at once and drops the older one). Said once per streak, with the fix; the streak ends once a connection
-/// has lasted `settle` seconds. Owned by the link's thread.
+/// seconds of the broker accepting them, each reconnect accepted at its first attempt (a broker that restarts refuses
+/// connections for a while, and a refused attempt starts the count again; a twin's broker accepts at once and drops
+/// the older one: twins flap about once a second each, so six take a few seconds). Said once per streak, with the
+/// fix; the streak ends once a connection has lasted `settle` seconds. Owned by the link's thread.
 struct TakeoverWatch {
     static let brief = 10.0
-    static let streak = 3
+    static let streak = 6
     static let settle = 30.0
 
     let clientID: String
@@ -46,7 +47,7 @@ struct TakeoverWatch {
         guard takenOver || briefLosses >= Self.streak else { return nil }
         let evidence = takenOver
             ? "the broker said \"session taken over\" (MQTT 5 reason 0x8E)"
-            : "\(briefLosses) connections in a row lost within \(Int(Self.brief)) s of being accepted"
+            : "\(briefLosses) connections in a row lost within \(Int(Self.brief)) s of being accepted, each reconnect accepted at once"
         let text = "another client uses this device's MQTT client id \(clientID) at \(broker) (\(evidence)): most likely a "
             + "second board configured with the same site and device id; the broker drops the older connection each time "
             + "the other connects, and both boards' events mix under one device"
@@ -54,6 +55,12 @@ struct TakeoverWatch {
         log.occurred(briefLosses, ["client_id": clientID, "broker": broker, "evidence": evidence,
                                    "within_s": Int(now - firstBriefLoss), "fix": Self.fix])
         return text
+    }
+
+    /// A connection attempt failed (refused, unreachable, timed out): whatever ended the last connection, the broker
+    /// was not there to take a twin's login, so the brief losses so far are no evidence (a streak under way stays).
+    mutating func attemptFailed() {
+        briefLosses = 0
     }
 
     /// The connection now up has lasted `upFor` seconds: after `settle` the streak is over. Returns true when it ends.
