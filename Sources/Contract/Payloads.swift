@@ -74,6 +74,10 @@ public struct StatusPayload: Codable, Sendable, Hashable {
     /// Events are then kept in memory, or held unsent when no seq reservation reaches the disk, so a backend that
     /// sees this knows why a device that is online may send nothing, and that its SD card needs looking at.
     public var storageFault: String?
+    /// While another client with this device's id keeps taking its broker connection over (online only; absent
+    /// otherwise): most likely a second board configured with the same site and device id, whose events then mix with
+    /// this one's under one device. What is known of it, in a technician's words.
+    public var idConflict: String?
     /// When this status was produced, on the device's wall clock (online only): a reader ages a retained status
     /// against its own clock (while `clock` is `unsynced` the device's wall clock may be off).
     public var at: String?
@@ -96,12 +100,15 @@ public struct StatusPayload: Codable, Sendable, Hashable {
         public var faultedInputs: Int
         public var reconnects: Int
         public var storageFault: String?
-        public init(outboxDepth: Int, clock: String, faultedInputs: Int, reconnects: Int, storageFault: String? = nil) {
+        public var idConflict: String?
+        public init(outboxDepth: Int, clock: String, faultedInputs: Int, reconnects: Int, storageFault: String? = nil,
+                    idConflict: String? = nil) {
             self.outboxDepth = outboxDepth
             self.clock = clock
             self.faultedInputs = faultedInputs
             self.reconnects = reconnects
             self.storageFault = storageFault
+            self.idConflict = idConflict
         }
     }
 
@@ -116,6 +123,7 @@ public struct StatusPayload: Codable, Sendable, Hashable {
         copy.faultedInputs = health.faultedInputs
         copy.reconnects = health.reconnects
         copy.storageFault = health.storageFault
+        copy.idConflict = health.idConflict
         return copy
     }
 
@@ -126,7 +134,7 @@ public struct StatusPayload: Codable, Sendable, Hashable {
     enum CodingKeys: String, CodingKey {
         case state, version, configHash = "config_hash", boot, since, mode, uptimeSeconds = "uptime_s"
         case outboxDepth = "outbox_depth", outboxOldestAgeSeconds = "outbox_oldest_age_s", clock
-        case faultedInputs = "faulted_inputs", reconnects, storageFault = "storage_fault", at
+        case faultedInputs = "faulted_inputs", reconnects, storageFault = "storage_fault", idConflict = "id_conflict", at
     }
 }
 

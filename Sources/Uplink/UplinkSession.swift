@@ -237,7 +237,7 @@ public final class UplinkSession {
                 guard statesInFlight.remove(topic) != nil else { break }
                 if statesWaiting.remove(topic) != nil { publishState(topic) }
             }
-        case .message:
+        case .message, .oversized, .contested:
             break
         }
     }

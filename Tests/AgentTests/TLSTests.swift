@@ -54,7 +54,7 @@ let threeChangesWhenOnline = """
 """
 
 @Suite(.serialized) struct TLSTests {
-    func config(_ dir: URL, port: Int, pki: TestPKI, ca: String? = nil) throws -> String {
+    func config(_ dir: URL, port: Int, pki: TestPKI, ca: String? = nil, protocolVersion: String = "3.1.1") throws -> String {
         let path = dir.appendingPathComponent("tls.yaml").path
         try """
         site: testsite
@@ -63,21 +63,23 @@ let threeChangesWhenOnline = """
         mqtt:
           brokers: ["mqtts://127.0.0.1:\(port)"]
           tls: { ca: \(ca ?? pki.ca), cert: \(pki.deviceCert), key: \(pki.deviceKey) }
+          protocol: "\(protocolVersion)"
         levels: [ { id: P1, capacity: 20 } ]
         spots: [ { id: P1-A-01, input: GPIO2, delayed_on: 0, delayed_off: 0 } ]
         """.write(toFile: path, atomically: true, encoding: .utf8)
         return path
     }
 
-    /// Mutual TLS: the broker verifies the device's certificate, the device the broker's.
-    @Test func eventsFlowOverMutualTLS() throws {
+    /// Mutual TLS: the broker verifies the device's certificate, the device the broker's. With MQTT 5 the CONNECT
+    /// carries the agent's maximum packet size, which libmosquitto 2.0 sends only from its blocking connect.
+    @Test(arguments: ["3.1.1", "5"]) func eventsFlowOverMutualTLS(protocolVersion: String) throws {
         let pki = try TestPKI()
         let tlsPort = freePort()
         let broker = try Broker(extraConfig: pki.listener(tlsPort, requireCertificate: true))
         let subscriber = try Subscriber(broker)   // on the plain loopback listener
         try subscriber.listen()
         let dir = temporaryDirectory()
-        let agent = try Child(agentBinary, ["run", "--config", try config(dir, port: tlsPort, pki: pki),
+        let agent = try Child(agentBinary, ["run", "--config", try config(dir, port: tlsPort, pki: pki, protocolVersion: protocolVersion),
                                             "--replay", try writeTrace(dir, threeChangesWhenOnline),
                                             "--outbox", dir.path + "/outbox"])
         #expect(eventually(15) { subscriber.events().count >= 3 }, "\(agent.stderr)")

@@ -257,9 +257,11 @@ public struct Received: Sendable {
     /// mosquitto_sub's `-F` format that `parse` reads: retained, QoS, topic, payload; a message a line.
     public static let format = "%r\t%q\t%t\t%p"
 
-    /// mosquitto_sub output in the `format`.
+    /// mosquitto_sub output in the `format`. A line still being written (a large payload arrives in several reads) is
+    /// not a message yet: it would parse as one whose JSON is cut.
     public static func parse(_ output: String) -> [Received] {
-        output.split(separator: "\n").compactMap { line in
+        let complete = output.hasSuffix("\n") ? output[...] : output[..<(output.lastIndex(of: "\n") ?? output.startIndex)]
+        return complete.split(separator: "\n").compactMap { line in
             let parts = line.split(separator: "\t", maxSplits: 3, omittingEmptySubsequences: false)
             guard parts.count == 4, let qos = Int(parts[1]) else { return nil }
             return Received(retained: parts[0] == "1", qos: qos, topic: String(parts[2]), payload: String(parts[3]))

@@ -1,5 +1,6 @@
 # Sourced by the dev scripts: a private mosquitto on a free loopback port.
-#   start_private_broker DIR   sets `port` and `broker_pid`; config and log in DIR; returns 1 if it does not come up
+#   start_private_broker DIR [LINE…]   sets `port` and `broker_pid`; config (with each LINE added) and log in DIR;
+#                                     returns 1 if it does not come up
 #   free_port                  prints a loopback port nothing listens on (returns 1 if none is found)
 free_port() {
     local candidate
@@ -12,8 +13,10 @@ free_port() {
 
 start_private_broker() {
     local dir=$1
+    shift
     port=$(free_port) || { echo "no free loopback port found for mosquitto" >&2; return 1; }
     printf 'listener %s 127.0.0.1\nallow_anonymous true\n' "$port" > "$dir/mosquitto.conf"
+    [ $# -eq 0 ] || printf '%s\n' "$@" >> "$dir/mosquitto.conf"
     [ "$(id -u)" -eq 0 ] && echo "user root" >> "$dir/mosquitto.conf"
     /usr/sbin/mosquitto -c "$dir/mosquitto.conf" > "$dir/mosquitto.log" 2>&1 &
     broker_pid=$!

@@ -68,6 +68,9 @@ enum ServiceChecks {
             steps.append(ProbeStep(.warning, "its link is not connected (\(link.state))", detail: link.lastLoss,
                                    fix: "see the broker checks below; events wait in the outbox meanwhile"))
         }
+        if let conflict = link.idConflict {
+            steps.append(ProbeStep(.failed, "another board uses this device id", detail: conflict, fix: AgentStatus.Link.idConflictFix))
+        }
         if status.clock == "unsynced" {
             steps.append(ProbeStep(.warning, "it stamps events clock: unsynced", fix: "see the clock check below"))
         }

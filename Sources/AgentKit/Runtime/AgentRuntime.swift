@@ -110,6 +110,7 @@ final class AgentRuntime: @unchecked Sendable {
             subscriptions: [topics.commands])
         settings.tls = config.mqtt.tls.map { ($0.ca, $0.cert, $0.key) }
         settings.protocolVersion = Int32(config.mqtt.protocolVersion)
+        settings.maximumIncoming = CommandHandler.payloadLimit
         // Hosted: once connected, the broker's socket is read and written by this loop's thread (`nextInput`).
         link = MQTTLink(settings: settings, hosted: true,
                         emitAll: { [inbox] events in inbox.post(contentsOf: events.lazy.map { .uplink($0) }) })
@@ -267,6 +268,8 @@ final class AgentRuntime: @unchecked Sendable {
                 session.handle(event)
                 switch event {
                 case .message(let topic, let payload, let retained): command(topic: topic, payload: payload, retained: retained)
+                case .oversized(let topic, let bytes, let retained): command(topic: topic, payload: [], retained: retained, oversized: bytes)
+                case .contested: break   // in the status (`noteForStatus`)
                 case .connected:
                     perform(delivery.linkUp())
                     answerWaitingCommands()

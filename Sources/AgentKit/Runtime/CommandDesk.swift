@@ -5,16 +5,30 @@ import ParkWiseLog
 /// room, among at most `Inbox.messageBound` others, in the order they came. A flood beyond both bounds (what the
 /// inbox turned away, and what found no room here) is dropped unread, counted and said, one streak at a time.
 struct CommandDesk {
-    /// A command as it came: `retained` when it is the broker's stored copy (refused: see `CommandHandler`).
-    typealias Command = (topic: String, payload: [UInt8], retained: Bool)
+    /// A command as it came: `retained` when it is the broker's stored copy (refused: see `CommandHandler`);
+    /// `oversized`: the payload's size when it was over the limit and dropped unread (the payload is then empty).
+    struct Command {
+        var topic: String
+        var payload: [UInt8]
+        var retained: Bool
+        var oversized: Int?
+    }
 
     private var waiting: [Command] = []
     private var flood = LogStreak(.warn, "commands come faster than they are answered, dropped", ended: "commands answered again")
+    /// Commands over `CommandHandler.payloadLimit`, dropped unread (each still refused with a reply).
+    private var oversized = LogStreak(.warn, "command over the size limit dropped unread", ended: "commands within the size limit again")
 
     /// A command came in; `inbox` says what the inbox turned away since and how many still wait there. Returns it when
     /// it is to be answered now (`canReply`), nil when it waits or was dropped.
     mutating func received(_ command: Command, canReply: Bool, inbox: (dropped: Int, waiting: Int)) -> Command? {
         flood.occurred(inbox.dropped)
+        if let bytes = command.oversized {
+            oversized.occurred(1, ["topic": String(command.topic.prefix(120)), "bytes": bytes, "limit": CommandHandler.payloadLimit,
+                                   "hint": "commands are small JSON objects; see what publishes this (the broker's max_packet_size bounds it)"])
+        } else {
+            oversized.ended()
+        }
         var now: Command?
         if canReply && waiting.isEmpty {
             now = command

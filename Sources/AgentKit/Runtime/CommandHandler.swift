@@ -18,6 +18,9 @@ enum CommandHandler {
     }
 
     static let known = "rebirth, calibrate, diag, loglevel"
+    /// The largest command payload taken, in bytes: a larger one is dropped in libmosquitto's callback, before it is
+    /// copied, held or decoded (`LinkSettings.maximumIncoming`), and refused. Commands are a few hundred bytes at most.
+    public static let payloadLimit = 64 * 1024
     /// The longest `id` a reply repeats; a longer one is refused.
     static let idLimit = 128
 
@@ -28,9 +31,15 @@ enum CommandHandler {
     }
 
     /// `status`: the agent's status, for `diag` (built by the caller, who owns the garage).
-    static func handle(name: String, payload: [UInt8], retained: Bool = false, garage: inout Garage,
+    static func handle(name: String, payload: [UInt8], retained: Bool = false, oversized: Int? = nil, garage: inout Garage,
                        status: AgentStatus?) -> Outcome {
         let shownName = name.count > 40 ? String(name.prefix(40)) + "…" : name
+        if let oversized {
+            // Never read: no id to repeat.
+            return Outcome(ok: false, payload: WireJSON.encode(CommandReply(
+                command: shownName, id: nil, ok: false,
+                error: "payload of \(oversized) bytes dropped unread: commands are at most \(payloadLimit) bytes")))
+        }
         let id = WireJSON.decode(CommandEnvelope.self, from: payload)?.id
         func reply(_ ok: Bool, _ error: String? = nil) -> Outcome {
             Outcome(ok: ok, payload: WireJSON.encode(CommandReply(command: shownName, id: id, ok: ok, error: error)))

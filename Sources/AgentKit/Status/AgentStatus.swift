@@ -66,15 +66,22 @@ public struct AgentStatus: Codable, Sendable, Equatable {
         public var lastLoss: String?
         /// The configured brokers, tried in turn.
         public var brokers: [String]
+        /// While another client with this device's id keeps taking the connection over (a second board configured
+        /// with the same site and device id): what is known of it. Absent otherwise, and from agents before it.
+        public var idConflict: String?
+        /// Commands dropped unread since start for a payload over the limit (`CommandHandler.payloadLimit`).
+        public var oversizedCommands: Int?
 
         public init(state: String, broker: String?, connectedSince: String?, reconnects: Int, lastLoss: String?,
-                    brokers: [String]) {
+                    brokers: [String], idConflict: String? = nil, oversizedCommands: Int? = nil) {
             self.state = state
             self.broker = broker
             self.connectedSince = connectedSince
             self.reconnects = reconnects
             self.lastLoss = lastLoss
             self.brokers = brokers
+            self.idConflict = idConflict
+            self.oversizedCommands = oversizedCommands
         }
         public var isConnected: Bool { state == "connected" }
     }
@@ -239,6 +246,7 @@ public struct AgentStatus: Codable, Sendable, Equatable {
 extension AgentStatus.Link {
     enum CodingKeys: String, CodingKey {
         case state, broker, connectedSince = "connected_since", reconnects, lastLoss = "last_loss", brokers
+        case idConflict = "id_conflict", oversizedCommands = "oversized_commands"
     }
 }
 
@@ -283,4 +291,10 @@ extension AgentStatus.Spot {
         if parts.first == level { parts.removeFirst() }
         return parts.joined(separator: "-")
     }
+}
+
+extension AgentStatus.Link {
+    /// What to do about `idConflict` (as the log's line says it).
+    public static let idConflictFix = "give each board its own device id (device: in its config) and its own broker credentials "
+        + "(username = device id), then restart both; the broker's ACL can refuse a second login (deploy/mosquitto/README.md)"
 }

@@ -3,7 +3,7 @@ import ParkWiseContract
 /// When the retained `status` is republished: only when its facts changed (never for the uptime
 /// alone), at most once per `every`, and only while connected (every connection publishes it
 /// anyway). A change of health a backend must know at once — a storage fault appearing or ending, the clock's
-/// state — goes out at once, whatever the interval. No timer runs unless a change waits for its turn.
+/// state, a device id conflict appearing or ending — goes out at once, whatever the interval. No timer runs unless a change waits for its turn.
 struct RetainedStatusSchedule {
     let every: Duration
     private(set) var published: StatusPayload.Health?
@@ -21,7 +21,8 @@ struct RetainedStatusSchedule {
     /// fast simulation), read only when the facts changed.
     mutating func decide(_ health: StatusPayload.Health, connected: Bool, now readNow: () -> Int64) -> Decision {
         guard connected, health != published else { return .nothing }
-        if let published, health.storageFault != published.storageFault || health.clock != published.clock {
+        if let published, health.storageFault != published.storageFault || health.clock != published.clock
+            || (health.idConflict == nil) != (published.idConflict == nil) {
             return .publishNow   // an armed wake-up then finds nothing changed
         }
         guard !armed else { return .nothing }

@@ -92,7 +92,8 @@ struct StatusSnapshot {
         let link = AgentStatus.Link(state: tracker.broker == nil ? "connecting" : "connected", broker: tracker.broker,
                                     connectedSince: tracker.connectedSince.map(stamper.wallTime),
                                     reconnects: tracker.reconnects, lastLoss: tracker.lastLoss,
-                                    brokers: config.mqtt.brokers.map(\.description))
+                                    brokers: config.mqtt.brokers.map(\.description), idConflict: tracker.idConflict,
+                                    oversizedCommands: tracker.oversizedCommands)
         let state = stamper.state
         let outbox = AgentStatus.OutboxStatus(path: config.outbox.path, depth: session.outboxCount,
                                               capacity: session.outboxCapacity, oldestSeq: session.oldestPendingSeq,

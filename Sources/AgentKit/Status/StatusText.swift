@@ -10,6 +10,10 @@ public enum StatusText {
         out.append("link       " + (link.isConnected ? "connected to \(link.broker ?? "?") since \(link.connectedSince ?? "?")"
                                                       : "connecting (brokers: \(link.brokers.joined(separator: ", ")))")
                    + ", \(StatusWords.plural(link.reconnects, "reconnect"))" + (link.lastLoss.map { " (last lost: \($0))" } ?? ""))
+        if let conflict = link.idConflict { out.append("           DEVICE ID CONFLICT: \(conflict); fix: \(AgentStatus.Link.idConflictFix)") }
+        if let dropped = link.oversizedCommands, dropped > 0 {
+            out.append("           \(StatusWords.plural(dropped, "command")) dropped unread, over \(CommandHandler.payloadLimit) bytes")
+        }
         let o = s.outbox
         out.append("outbox     \(o.depth) of \(o.capacity) pending" + (o.oldestSeq.map { ", oldest seq \($0)" } ?? "")
                    + (o.oldestAgeSeconds.map { " waiting \(StatusWords.duration($0))" } ?? "") + ", last seq \(o.lastSeq)"

@@ -17,6 +17,10 @@ struct StatusTracker {
     private(set) var connectedSince: MonotonicInstant?
     private(set) var reconnects = 0
     private(set) var lastLoss: String?
+    /// Another client keeps taking the connection over (see `TakeoverWatch`), while it lasts.
+    private(set) var idConflict: String?
+    /// Commands dropped unread for their size.
+    var oversizedCommands = 0
     private(set) var passages: [String: Int] = [:]
     private(set) var lastPassage: [String: AgentStatus.Passage] = [:]
     var dropsDeclared = 0
@@ -50,6 +54,10 @@ struct StatusTracker {
             connectedSince = nil
             reconnects += 1
             lastLoss = reason
+        case .contested(let conflict):
+            idConflict = conflict
+        case .oversized:
+            oversizedCommands += 1
         case .acknowledged, .message:
             break
         }

@@ -24,6 +24,7 @@ public enum WatchFrame {
             if let loss = status.link.lastLoss { link.add(" (lost: \(loss))") }
         }
         link.add("  \(StatusWords.plural(status.link.reconnects, "reconnect"))")
+        if status.link.idConflict != nil { link.add("  DEVICE ID CONFLICT: another board uses this id", .red) }
         add(link, 0)
         let outbox = status.outbox
         var out = TextLine("outbox \(outbox.depth)/\(outbox.capacity)", outbox.depth > outbox.capacity / 2 ? .yellow : nil)

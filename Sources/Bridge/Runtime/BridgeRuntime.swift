@@ -51,7 +51,7 @@ final class BridgeRuntime: Sendable {
                 connection.value.store(number, ordering: .releasing)
                 queue.wake()
                 events.ring()
-            case .disconnected, .acknowledged: break
+            case .disconnected, .acknowledged, .oversized, .contested: break
             }
         }
     }

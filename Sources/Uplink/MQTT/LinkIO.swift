@@ -64,6 +64,11 @@ struct LinkIO: Sendable {
                 lastWrite = now   // QoS 1 publishes were answered with PUBACKs
             }
             if rc != MOSQ_ERR_SUCCESS.rawValue { return .lost(MosquittoConnection.describe(rc)) }
+            // An MQTT 5 DISCONNECT from the broker: libmosquitto closed the socket and the read still succeeded.
+            if connection.socket < 0 {
+                return .lost(connection.disconnectReason.map { "the broker disconnected: \(MosquittoConnection.describeReason($0))" }
+                             ?? "connection closed")
+            }
         }
         if connection.wantsWrite {
             let rc = connection.loopWrite()

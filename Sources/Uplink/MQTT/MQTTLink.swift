@@ -93,19 +93,24 @@ public final class MQTTLink: Sendable {
         var brokerIndex = 0
         var number: UInt64 = 0
         var lastReason = ""
+        var watch = TakeoverWatch(clientID: settings.clientID)
         while !stopping.load(ordering: .acquiring) {
             let broker = settings.brokers[brokerIndex % settings.brokers.count]
             number += 1
-            let outcome = session(broker: broker, number: number)
+            let outcome = session(broker: broker, number: number, watch: &watch)
             switch outcome {
             case .stopped:
                 return
-            case .lost(let reason, let wasUp):
+            case .lost(let reason, let wasUp, let upFor, let takenOver):
                 if wasUp {
                     attempt = 0
-                    Log.warn("uplink lost", ["broker": broker, "reason": reason])
-                    emit([.disconnected(connection: number, reason: reason)])
+                    let wasContested = watch.active
+                    let conflict = watch.lost(upFor: upFor, takenOver: takenOver, broker: broker.description, now: monotonicSeconds())
+                    // While another client with this id takes the connection over, the streak's line says it all.
+                    Log.log(wasContested || conflict != nil ? .debug : .warn, "uplink lost", ["broker": broker, "reason": reason])
+                    emit([.disconnected(connection: number, reason: reason)] + (conflict.map { [.contested($0)] } ?? []))
                 } else {
+                    watch.attemptFailed()
                     if reason != lastReason {
                         Log.log(.warn, settings.unreachableMessage, ["broker": broker, "reason": reason])
                     }
@@ -120,14 +125,19 @@ public final class MQTTLink: Sendable {
         }
     }
 
-    private enum Outcome { case stopped, lost(String, wasUp: Bool) }
+    /// `upFor`: seconds since the broker accepted the connection (0 when it never did); `takenOver`: the broker said
+    /// so (MQTT 5 DISCONNECT 0x8E).
+    private enum Outcome { case stopped, lost(String, wasUp: Bool, upFor: Double = 0, takenOver: Bool = false) }
 
-    private func session(broker: LinkSettings.Broker, number: UInt64) -> Outcome {
+    private func session(broker: LinkSettings.Broker, number: UInt64, watch: inout TakeoverWatch) -> Outcome {
         let connection: MosquittoConnection
         do {
             connection = try MosquittoConnection.make(settings: settings, broker: broker, number: number)
         } catch {
             return .lost(error.description, wasUp: false)
+        }
+        if connection.connectsBlocking, let unreachable = Self.unreachable(broker, within: Double(max(settings.keepaliveSeconds, 10))) {
+            return .lost(unreachable, wasUp: false)
         }
         let rc = connection.connect(keepalive: settings.keepaliveSeconds)
         guard rc == MOSQ_ERR_SUCCESS.rawValue else {
@@ -140,13 +150,20 @@ public final class MQTTLink: Sendable {
         // a deadline the coarse clock has not reached yet is never taken for one still ahead (a busy loop).
         var now = coarseMonotonicMilliseconds()
         var io = LinkIO(connection: connection, keepaliveSeconds: settings.keepaliveSeconds, now: now)
+        var upAt = 0.0
+        /// A loss, with how long the connection was up and whether the broker said it was taken over.
+        func lost(_ reason: String) -> Outcome {
+            .lost(reason, wasUp: io.up, upFor: io.up ? monotonicSeconds() - upAt : 0,
+                  takenOver: connection.disconnectReason == Int32(MQTT_RC_SESSION_TAKEN_OVER.rawValue))
+        }
         while true {
             if stopping.load(ordering: .acquiring) {
                 if io.up { drainAndDisconnect(connection) }
                 return .stopped
             }
+            if io.up, watch.stillUp(for: monotonicSeconds() - upAt) { emit([.contested(nil)]) }
             let socket = connection.socket
-            guard socket >= 0 else { return .lost("connection closed", wasUp: io.up) }
+            guard socket >= 0 else { return lost("connection closed") }
             // Sleep until the broker sends, the socket takes what is queued, a publisher or a stop wakes the
             // thread, or the keepalive (connected) or the connect timeout (not yet) is due: no other wake-ups.
             var timeout = io.due.map { Int32(clamping: max(0, $0 - now)) } ?? -1
@@ -154,16 +171,17 @@ public final class MQTTLink: Sendable {
             var slots = [pollfd(fd: socket, events: io.events, revents: 0), pollfd(fd: wakeup?.fd ?? -1, events: Int16(POLLIN), revents: 0)]
             let ready = poll(&slots, 2, timeout)
             now = ready == 0 ? monotonicMilliseconds() : coarseMonotonicMilliseconds()
-            if ready < 0 && errno != EINTR { return .lost("poll failed: \(Errno.current.text)", wasUp: io.up) }
+            if ready < 0 && errno != EINTR { return lost("poll failed: \(Errno.current.text)") }
             if slots[1].revents != 0 { wakeup?.drain() }
             switch io.round(revents: slots[0].revents, now: now, deliver: emit) {
             case .carryOn:
                 continue
             case .lost(let reason):
-                return .lost(reason, wasUp: io.up)
+                return lost(reason)
             case .becameUp:
+                upAt = monotonicSeconds()
                 for filter in settings.subscriptions { _ = connection.subscribe(filter) }
-                Log.info("uplink connected", ["broker": broker])
+                Log.log(watch.active ? .debug : .info, "uplink connected", ["broker": broker])
                 guard hosted, let wakeup else {
                     emit([.connected(broker: broker.description, connection: number)])
                     continue
@@ -178,13 +196,16 @@ public final class MQTTLink: Sendable {
                         if let guest = guests.withLock({ g in defer { g = nil }; return g }) { io = guest.io }
                         break
                     }
-                    let lost = guests.withLock { guest -> String? in
+                    let given = guests.withLock { guest -> String? in
                         guard let reason = guest?.lost else { return nil }
                         guest = nil
                         return reason
                     }
-                    if let lost { return .lost(lost, wasUp: true) }
-                    _ = wakeup.wait(seconds: .infinity)
+                    if let given { return lost(given) }
+                    // While a takeover streak lasts, the link wakes once the connection has lasted long enough to end it.
+                    let upFor = monotonicSeconds() - upAt
+                    if watch.stillUp(for: upFor) { emit([.contested(nil)]) }
+                    _ = wakeup.wait(seconds: watch.untilSettled(upFor: upFor).map { $0 + 0.05 } ?? .infinity)
                 }
             }
         }
@@ -236,6 +257,21 @@ public final class MQTTLink: Sendable {
         connection.disconnect()
         for _ in 0..<5 { _ = connection.loop(timeoutMs: 20) }
         deliver(connection)
+    }
+
+    /// Before a blocking connect (see `MosquittoConnection.connect`): nil when the broker's port answers within `seconds`,
+    /// else why not. The broker sees a TCP connection closed before any CONNECT.
+    private static func unreachable(_ broker: LinkSettings.Broker, within seconds: Double) -> String? {
+        let start = monotonicSeconds()
+        switch NetworkProbe.resolve(host: broker.host, port: broker.port, timeout: seconds) {
+        case .failure(let step):
+            return step.detail ?? step.title
+        case .success(let addresses):
+            switch NetworkProbe.connect(addresses, port: broker.port, timeout: max(1, seconds - (monotonicSeconds() - start))) {
+            case .success: return nil
+            case .failure(let step): return step.detail ?? step.title
+            }
+        }
     }
 
     private func backoff(_ attempt: Int) -> Double {

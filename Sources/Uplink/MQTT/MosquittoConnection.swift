@@ -16,6 +16,8 @@ final class MosquittoConnection: @unchecked Sendable {
     private let context: Unmanaged<CallbackContext>
     let broker: LinkSettings.Broker
     let number: UInt64
+    /// MQTT 5 with a limit on what the broker sends: the CONNECT carries the maximum packet size.
+    private let maximumPacket: UInt32?
 
     /// What the callbacks may touch: the events they report (taken by the link's thread after each round of
     /// reading and writing, and handed on together) and the CONNACK result, nothing else.
@@ -30,12 +32,18 @@ final class MosquittoConnection: @unchecked Sendable {
         let direct: (@Sendable (UplinkEvent) -> Void)?
         /// A broker probe's record of acknowledgements and library errors; nil for the link.
         let recorder: ProbeRecorder?
+        /// A message with a longer payload is dropped unread (`UplinkEvent.oversized`).
+        let maximumIncoming: Int
+        /// The reason code of an MQTT 5 DISCONNECT the broker sent (-1: none came).
+        let disconnectReason = Atomic<Int32>(-1)
 
-        init(number: UInt64, broker: String, emit: (@Sendable (UplinkEvent) -> Void)? = nil, recorder: ProbeRecorder? = nil) {
+        init(number: UInt64, broker: String, emit: (@Sendable (UplinkEvent) -> Void)? = nil, recorder: ProbeRecorder? = nil,
+             maximumIncoming: Int? = nil) {
             self.number = number
             self.broker = broker
             self.direct = emit
             self.recorder = recorder
+            self.maximumIncoming = maximumIncoming ?? Int.max
         }
 
         func emit(_ event: UplinkEvent) {
@@ -47,11 +55,13 @@ final class MosquittoConnection: @unchecked Sendable {
         mosquitto_lib_init() == MOSQ_ERR_SUCCESS.rawValue
     }()
 
-    private init(handle: OpaquePointer, context: Unmanaged<CallbackContext>, broker: LinkSettings.Broker, number: UInt64) {
+    private init(handle: OpaquePointer, context: Unmanaged<CallbackContext>, broker: LinkSettings.Broker, number: UInt64,
+                 maximumPacket: UInt32?) {
         self.handle = handle
         self.context = context
         self.broker = broker
         self.number = number
+        self.maximumPacket = maximumPacket
     }
 
     deinit {
@@ -63,19 +73,22 @@ final class MosquittoConnection: @unchecked Sendable {
                      emit: (@Sendable (UplinkEvent) -> Void)? = nil,
                      recorder: ProbeRecorder? = nil) throws(UplinkError) -> MosquittoConnection {
         guard libraryReady else { throw UplinkError(.library, "libmosquitto failed to initialise") }
-        let context = Unmanaged.passRetained(CallbackContext(number: number, broker: broker.description,
-                                                             emit: emit, recorder: recorder))
+        let context = Unmanaged.passRetained(CallbackContext(number: number, broker: broker.description, emit: emit,
+                                                             recorder: recorder, maximumIncoming: settings.maximumIncoming))
         guard let handle = mosquitto_new(settings.clientID, settings.cleanSession, context.toOpaque()) else {
             context.release()
             throw UplinkError(.library, "cannot create an MQTT client (out of memory?)")
         }
-        let connection = MosquittoConnection(handle: handle, context: context, broker: broker, number: number)
+        let maximumPacket = settings.protocolVersion == 5
+            ? settings.maximumIncoming.map { UInt32(clamping: $0 + LinkSettings.topicRoom) } : nil
+        let connection = MosquittoConnection(handle: handle, context: context, broker: broker, number: number,
+                                             maximumPacket: maximumPacket)
         mosquitto_threaded_set(handle, broker.tls)
         _ = mosquitto_int_option(handle, MOSQ_OPT_PROTOCOL_VERSION,
                                  settings.protocolVersion == 5 ? MQTT_PROTOCOL_V5 : MQTT_PROTOCOL_V311)
         _ = mosquitto_int_option(handle, MOSQ_OPT_SEND_MAXIMUM, settings.inFlightMaximum)
         mosquitto_connect_callback_set(handle, onConnect)
-        mosquitto_disconnect_callback_set(handle, onDisconnect)
+        mosquitto_disconnect_v5_callback_set(handle, onDisconnect)
         mosquitto_publish_callback_set(handle, onPublish)
         mosquitto_message_callback_set(handle, onMessage)
         if recorder != nil {
@@ -101,9 +114,27 @@ final class MosquittoConnection: @unchecked Sendable {
         return connection
     }
 
-    /// Starts a non-blocking connect; the network loop completes it.
+    /// Starts a non-blocking connect; the network loop completes it. With MQTT 5 and a limit on what the broker may
+    /// send, the CONNECT carries it (maximum packet size): libmosquitto 2.0 takes CONNECT properties only in its
+    /// blocking connect, whose TCP connect waits for the kernel's SYN retries (about 2 minutes) on a broker that drops
+    /// packets, so the link first proves the broker answers (`MQTTLink.reachable`, bounded); the rest (TLS, CONNACK)
+    /// goes on in the network loop as usual.
     func connect(keepalive: Int) -> Int32 {
-        mosquitto_connect_async(handle, broker.host, Int32(broker.port), Int32(keepalive))
+        guard let maximumPacket else { return mosquitto_connect_async(handle, broker.host, Int32(broker.port), Int32(keepalive)) }
+        var properties: OpaquePointer?
+        defer { mosquitto_property_free_all(&properties) }
+        let rc = mosquitto_property_add_int32(&properties, Int32(MQTT_PROP_MAXIMUM_PACKET_SIZE.rawValue), maximumPacket)
+        guard rc == MOSQ_ERR_SUCCESS.rawValue else { return rc }
+        return mosquitto_connect_bind_v5(handle, broker.host, Int32(broker.port), Int32(keepalive), nil, properties)
+    }
+
+    /// Whether the CONNECT is made by the blocking call (see `connect`).
+    var connectsBlocking: Bool { maximumPacket != nil }
+
+    /// The reason code of the MQTT 5 DISCONNECT the broker sent, if one came.
+    var disconnectReason: Int32? {
+        let code = context.takeUnretainedValue().disconnectReason.load(ordering: .acquiring)
+        return code >= 0 ? code : nil
     }
 
     /// Runs the network for up to `timeoutMs`: reads, writes, keepalive, callbacks.
@@ -186,8 +217,13 @@ private func onConnect(_ mosq: OpaquePointer?, _ obj: UnsafeMutableRawPointer?, 
     ctx.connack.store(rc, ordering: .releasing)
 }
 
-private func onDisconnect(_ mosq: OpaquePointer?, _ obj: UnsafeMutableRawPointer?, _ rc: Int32) {
-    // The network loop notices the lost connection through its return code and reports it once.
+/// The network loop notices the lost connection through its return code (or its closed socket) and reports it once;
+/// this keeps only the reason code of a DISCONNECT the broker sent (MQTT 5), e.g. 0x8E session taken over. libmosquitto
+/// passes its own error codes (below 0x80) for a connection that just ended.
+private func onDisconnect(_ mosq: OpaquePointer?, _ obj: UnsafeMutableRawPointer?, _ rc: Int32,
+                          _ props: OpaquePointer?) {
+    guard rc >= 0x80 else { return }
+    context(obj).disconnectReason.store(rc, ordering: .releasing)
 }
 
 /// QoS 1: the PUBACK came. QoS 0: the message is written whole to the socket.
@@ -200,6 +236,10 @@ private func onMessage(_ mosq: OpaquePointer?, _ obj: UnsafeMutableRawPointer?, 
     guard let message = message?.pointee, let topic = message.topic else { return }
     let ctx = context(obj)
     ctx.received.add(1, ordering: .releasing)
+    // Over the limit: nothing of the payload is copied (libmosquitto frees its own copy when this returns).
+    guard Int(message.payloadlen) <= ctx.maximumIncoming else {
+        return ctx.emit(.oversized(topic: String(cString: topic), bytes: Int(message.payloadlen), retained: message.retain))
+    }
     let payload = message.payloadlen > 0 && message.payload != nil
         ? Array(UnsafeRawBufferPointer(start: message.payload, count: Int(message.payloadlen))) : []
     ctx.emit(.message(topic: String(cString: topic), payload: payload, retained: message.retain))

@@ -9,6 +9,12 @@ public enum UplinkEvent: Sendable {
     /// A message on a subscribed topic; `retained`: the broker's stored copy, sent because a subscription was made
     /// (not a message published now).
     case message(topic: String, payload: [UInt8], retained: Bool)
+    /// A message larger than `LinkSettings.maximumIncoming`: dropped unread in libmosquitto's callback, before it was
+    /// copied or decoded; only its topic and size are kept.
+    case oversized(topic: String, bytes: Int, retained: Bool)
+    /// Another client keeps taking this connection over (a twin device id, see `TakeoverWatch`): what is known of it;
+    /// nil once a connection has lasted again.
+    case contested(String?)
 }
 
 /// How the link reaches the broker; secrets stay in here and are never logged.
@@ -50,6 +56,14 @@ public struct LinkSettings: Sendable {
     /// What the log says while no broker answers: what happens meanwhile depends on who is linked
     /// (a device keeps events in its outbox; a persistent consumer has the broker queue for it).
     public var unreachableMessage: StaticString = "broker unreachable, events stay in the outbox"
+    /// The largest message payload taken from the broker, in bytes (nil: no limit). A larger one is dropped in
+    /// libmosquitto's callback before it is copied (`UplinkEvent.oversized`). With MQTT 5 the CONNECT also carries a
+    /// maximum packet size of this plus `topicRoom`, so the broker never sends a larger packet at all; with 3.1.1 only
+    /// the broker's own limit (`max_packet_size`) keeps one out of memory: libmosquitto reads a whole packet, and
+    /// copies its payload once more, before the callback sees it.
+    public var maximumIncoming: Int?
+    /// What a packet holds beside the payload: the fixed header, the topic (a device's `cmd/<name>`), properties.
+    public static let topicRoom = 1024
 
     public init(brokers: [Broker], clientID: String, keepaliveSeconds: Int, will: (topic: String, payload: [UInt8])?,
                 username: String? = nil, password: String? = nil, subscriptions: [String]) {
