@@ -223,6 +223,18 @@ JSON
 # 5. The build: the sources synced into the chroot (mtimes kept: SwiftPM rebuilds what changed).
 mkdir -p "$px/src"
 quiet rsync -a --delete --exclude=/.build --exclude=/.git --exclude=/.swiftpm --exclude=/.sim "$src/" "$px/src/"
+out=$(cross_binary "$suite")
+# The same sources (by content: a checkout of an older commit keeps older mtimes) as the binary already built from
+# them: that binary, no build (ci-arm64.sh and make-deb.sh both ask for it, one after the other).
+# (The sysroot's packages, by their control files, count too: a newer libgpiod or libc means a new link.)
+sources=$( (cd "$px/src" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
+            find "$(cross_sysroot "$suite")/.control" -name control -print0 | LC_ALL=C sort -z | xargs -0 cat) |
+          sha256sum | cut -d' ' -f1)
+if [ -f "$out" ] && [ "$(cat "$out.sources" 2>/dev/null)" = "$sources" ]; then
+    printf 'cross-build: %s for %s unchanged since its last build, reused (%s)\n' parkwise-agent "$suite" "$out" >&2
+    echo "$out"
+    exit 0
+fi
 pc=$CROSS_IN/sysroot-$suite
 quiet in_chroot sh -c "cd $CROSS_IN/src && exec env \
     PKG_CONFIG_PATH=$pc/usr/lib/aarch64-linux-gnu/pkgconfig:$pc/usr/share/pkgconfig PKG_CONFIG_SYSROOT_DIR=$pc \
@@ -232,9 +244,9 @@ quiet in_chroot sh -c "cd $CROSS_IN/src && exec env \
         --scratch-path $CROSS_IN/build-$suite"
 timing "swift build -c release (6.0.3, aarch64)"
 bin=$px/build-$suite/aarch64-unknown-linux-gnu/release/parkwise-agent
-out=$(cross_binary "$suite")
 cp "$bin" "$out.new"
 mv "$out.new" "$out"
+echo "$sources" >"$out.sources"
 printf 'cross-build: %s for %s in %d s (%s bytes); log %s\n' "parkwise-agent" "$suite" \
     $((SECONDS - started)) "$(stat -c %s "$out")" "$log" >&2
 echo "$out"

@@ -43,8 +43,8 @@ install_missing() {
     done
     ((${#missing[@]})) || return 0
     [ "$(id -u)" -eq 0 ] || sudo="sudo"
-    quiet $sudo apt-get update -q
-    quiet $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+    quiet $sudo apt-get -o DPkg::Lock::Timeout=600 update -q
+    quiet $sudo env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends "${missing[@]}"
 }
 
 # Prints how long the step that just ended took (since the last call, or since sourcing).
