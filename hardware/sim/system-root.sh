@@ -34,9 +34,11 @@ depends="$(dpkg-deb -f "$DEB" Depends)" || die "cannot read the Depends of $DEB"
 mapfile -t downloaded < <(tr ',' '\n' <<<"$depends" | sed 's/|.*//; s/(.*//; s/[[:space:]]//g' | grep -v '^$')
 downloaded+=(gpiod)
 declare -A VERSION=()
+# One apt-cache call for all of them (one a package costs a second each).
+while read -r pkg version; do VERSION[$pkg]="$version"; done \
+    < <(apt-cache policy "${installed[@]}" "${downloaded[@]}" | awk '/^[^ ]/ {sub(/:$/, ""); p = $1} /Candidate:/ {print p, $2}')
 for pkg in "${installed[@]}" "${downloaded[@]}"; do
-    VERSION[$pkg]="$(apt-cache policy "$pkg" | awk '/Candidate:/ {print $2}')"
-    [[ -n "${VERSION[$pkg]}" && "${VERSION[$pkg]}" != "(none)" ]] || die "apt knows no candidate for $pkg (run apt-get update)"
+    [[ -n "${VERSION[$pkg]:-}" && "${VERSION[$pkg]}" != "(none)" ]] || die "apt knows no candidate for $pkg (run apt-get update)"
 done
 KEY="$( { for pkg in "${installed[@]}" "${downloaded[@]}"; do echo "$pkg=${VERSION[$pkg]}"; done
           basename "$image_deb"; cat "$CACHE/modules/gpio-sim.ko" "$0"; } | sha256sum | cut -c1-16)"

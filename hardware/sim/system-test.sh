@@ -220,9 +220,17 @@ journal_warnings() {
 }
 
 config_error() {
-    check "the config made invalid (device id emptied): the restart fails with exit 78, not restarted" "cp $CONFIG /root/agent.yaml.good; n=$(prop NRestarts); sed -i 's/^device: .*/device: \"\"/' $CONFIG; systemctl restart parkwise-agent; rc=\$?; echo rc=\$rc status=$(prop ExecMainStatus) state=$(prop SubState) result=$(prop Result) restarts=$(prop NRestarts); [ \$rc != 0 ] && [ $(prop ExecMainStatus) = 78 ] && [ $(prop SubState) = failed ] && [ $(prop NRestarts) = \$n ]" &&
+    # NRestarts counts systemd's own restarts; a manual restart sets it to 0.
+    check "the config made invalid (device id emptied): the restart fails with exit 78, not restarted" "cp $CONFIG /root/agent.yaml.good; sed -i 's/^device: .*/device: \"\"/' $CONFIG; systemctl restart parkwise-agent; rc=\$?; echo rc=\$rc status=$(prop ExecMainStatus) state=$(prop SubState) result=$(prop Result) restarts=$(prop NRestarts); [ \$rc != 0 ] && [ $(prop ExecMainStatus) = 78 ] && [ $(prop SubState) = failed ] && [ $(prop NRestarts) = 0 ]" &&
     check "systemctl status tells the technician why" "systemctl status --no-pager -l parkwise-agent > /tmp/st.log; cat /tmp/st.log; grep 'status=78/CONFIG' /tmp/st.log && grep 'device is empty' /tmp/st.log" &&
     check "the config fixed: it starts again" "cp /root/agent.yaml.good $CONFIG && systemctl start parkwise-agent && [ $(prop SubState) = running ]"
+}
+
+crash_loop() {
+    check "its lines held by another program (gpiomon): the start fails with exit 1" "systemctl stop parkwise-agent && { gpiomon \$(chip pi4) 17 27 > /dev/null 2>&1 & echo \$! > /tmp/gpiomon.pid; } && wait_used pi4 17 && wait_used pi4 27 && date +%s > /tmp/loop.t0 && ! systemctl start parkwise-agent && [ $(prop ExecMainStatus) = 1 ]" &&
+    check -t 90 "retried every RestartSec=5, not given up: a second restart after 10 s or more" "t0=\$(cat /tmp/loop.t0); until [ $(prop NRestarts) -ge 2 ]; do [ \$(( \$(date +%s) - t0 )) -gt 60 ] && exit 1; usleep 200000; done; t=\$(( \$(date +%s) - t0 )); echo restarts=$(prop NRestarts) after=\${t}s state=$(prop ActiveState)/$(prop SubState); [ \$t -ge 10 ] && [ $(prop ActiveState) != failed ]" &&
+    check "systemctl status names the holder" "systemctl status --no-pager -l parkwise-agent > /tmp/st.log; cat /tmp/st.log; grep \"in use by 'gpiomon'\" /tmp/st.log" &&
+    check -t 90 "the holder gone: the next restart takes the lines, READY" "kill \$(cat /tmp/gpiomon.pid); t0=\$(date +%s); until [ $(prop SubState) = running ]; do [ \$(( \$(date +%s) - t0 )) -gt 60 ] && exit 1; usleep 200000; done; info pi4 17 | grep parkwise-agent"
 }
 
 upgraded() {
@@ -270,6 +278,7 @@ run_case "outbox inside the sandbox (ProtectSystem=strict, StateDirectory)" outb
 run_case "watchdog: SIGSTOP -> killed and restarted in time; every seq arrives or is declared" watchdog "kill -CONT \$(systemctl show -p MainPID --value parkwise-agent) 2>/dev/null; true"
 run_case "journalctl -p warning shows the agent's warnings, at their priority" journal_warnings ""
 run_case "a config made invalid: exit 78, not restarted, systemctl status says why" config_error "[ -f /root/agent.yaml.good ] && cp /root/agent.yaml.good $CONFIG; systemctl start parkwise-agent; true"
+run_case "another exit (its lines busy: 1): restarted every RestartSec until it heals, status names the holder" crash_loop "kill \$(cat /tmp/gpiomon.pid) 2>/dev/null; systemctl start parkwise-agent; true"
 run_case "upgrade to a newer build: restarted, config/outbox/seq kept" upgraded ""
 run_case "reboot of the VM (same disk): enabled at boot, the seq promise kept" rebooted ""
 run_case "remove, then purge: what Debian policy says stays" purged ""
