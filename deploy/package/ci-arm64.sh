@@ -111,6 +111,8 @@ for unit in deploy/systemd/parkwise-agent.service deploy/systemd/parkwise-bridge
 done
 timing "lintian, systemd-analyze security"
 ls -l "$debs" >&2
+# PARKWISE_CI_DEBS=DIR: the packages kept there for the next step of .ci/run (the system test installs the amd64 one).
+if [ -n "${PARKWISE_CI_DEBS:-}" ]; then mkdir -p "$PARKWISE_CI_DEBS" && cp "$debs"/*.deb "$PARKWISE_CI_DEBS/"; fi
 
 # 4. Install, upgrade, remove, purge in throwaway Debian 12 roots: the amd64 package, and the arm64 one the boards
 #    get, in an arm64 root run under qemu-user (deploy/package/install-cycle.sh).

@@ -69,24 +69,10 @@ fi
 gcc -O2 -Wall -o "$WORK/c-agent" "$HERE/bench/c-agent.c" -lgpiod -lmosquitto || die "c-agent does not build (libgpiod-dev libmosquitto-dev)"
 gcc -O2 -Wall -o "$WORK/probe" "$HERE/bench/probe.c" -lmosquitto -lpthread || die "probe does not build"
 
-# The virtio block stack and ext4 are modules in Debian's kernel: taken from the cached kernel package, in load order.
-KREL="$(cat "$CACHE/kernel-release")"
-MODS="$CACHE/bench-modules-$KREL"
-BLOCK_MODULES=(drivers/virtio/virtio_ring drivers/virtio/virtio drivers/virtio/virtio_pci_modern_dev
-    drivers/virtio/virtio_pci_legacy_dev drivers/virtio/virtio_pci drivers/block/virtio_blk lib/crc16 fs/mbcache
-    fs/jbd2/jbd2 crypto/crc32c_generic fs/ext4/ext4)
-if [[ ! -f "$MODS/ext4.ko" ]]; then
-    image_deb="$(find "$CACHE/debs" -name "linux-image-${KREL}_*.deb" -print -quit)"
-    [[ -n "$image_deb" ]] || die "no cached linux-image-$KREL .deb in $CACHE/debs"
-    rm -rf "$MODS.tmp"; mkdir -p "$MODS.tmp"
-    dpkg-deb --fsys-tarfile "$image_deb" | tar -x -C "$MODS.tmp" \
-        $(for m in "${BLOCK_MODULES[@]}"; do echo "./lib/modules/$KREL/kernel/$m.ko"; done) || die "block modules missing in $image_deb"
-    find "$MODS.tmp" -name '*.ko' -exec mv {} "$MODS.tmp/" \;
-    rm -rf "$MODS.tmp/lib" "$MODS"; mv "$MODS.tmp" "$MODS"
-fi
+MODS="$(vm_block_modules)" || die "no block modules"
 EXTRAS=("$WORK/c-agent=/usr/local/bin/c-agent" "$WORK/probe=/usr/local/bin/probe" "$(command -v strace)=/usr/bin/strace"
         "$HERE/guest/sbs.sh=/sim/sbs.sh")
-for m in "${BLOCK_MODULES[@]}"; do EXTRAS+=("$MODS/${m##*/}.ko=/lib/modules/bench/${m##*/}.ko"); done
+for m in "${VM_BLOCK_MODULES[@]}"; do EXTRAS+=("$MODS/${m##*/}.ko=/lib/modules/bench/${m##*/}.ko"); done
 bash "$HERE/initramfs.sh" "$CACHE" "$AGENT" "$WORK/initrd.cpio" "${EXTRAS[@]}" || die "initramfs failed"
 
 # --- one boot ----------------------------------------------------------------------------------------------------------

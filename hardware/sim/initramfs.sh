@@ -43,7 +43,7 @@ cp -L /lib64/ld-linux-x86-64.so.2 "$STAGE/lib/x86_64-linux-gnu/"
 cp "$CACHE"/modules/*.ko "$STAGE/lib/modules/"
 
 cp "$HERE/guest/init" "$STAGE/init"
-cp "$HERE/guest/lib.sh" "$HERE/guest/bench.sh" "$STAGE/sim/"
+cp "$HERE/guest/lib.sh" "$HERE/guest/serve.sh" "$HERE/guest/bench.sh" "$STAGE/sim/"
 cp "$HERE"/guest/configs/*.yaml "$STAGE/sim/configs/"
 chmod +x "$STAGE/init" "$STAGE/sim/bench.sh"
 for extra in "$@"; do

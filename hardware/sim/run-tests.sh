@@ -24,22 +24,13 @@ REPO="$(cd "$HERE/../.." && pwd)"
 BENCH=0
 [[ "${1:-}" == "--bench" ]] && BENCH=1
 BUILDS="${PARKWISE_VM_LIBGPIOD:-1 2}"
-PASS=0
-FAIL=0
 PFX=""
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/parkwise-vm.XXXXXX")"
 T0=$SECONDS
-. "$HERE/vm.sh"   # vm_up, g, vm_down
+. "$HERE/vm.sh"   # vm_up, g, vm_down, check, run_case
+VM_CASES="${PARKWISE_VM_CASES:-}"
 
-finish() {
-    vm_down
-    [[ $FAIL -eq 0 ]] && rm -rf "$WORK"
-    [[ $FAIL -gt 0 ]] && echo "vm-tests: logs and consoles kept in $WORK"
-    echo "vm-tests: $((SECONDS - T0)) s wall"
-    echo "$PASS passed, $FAIL failed"
-    [[ $FAIL -eq 0 && $PASS -gt 0 ]] && exit 0
-    exit 1
-}
+finish() { vm_finish vm-tests; }
 # cannot_run REASON: nothing can run at all (host tools, VM parts): counts a failure and ends here.
 cannot_run() { echo "vm-tests: CANNOT RUN: $*" >&2; FAIL=$((FAIL + 1)); finish; }
 # pass_cannot_run REASON: this build's pass cannot (go on) run: counts a failure; the other pass still runs.
@@ -98,27 +89,6 @@ for build in $BUILDS; do
 done
 
 # --- one pass: a fresh VM with one agent ---------------------------------------------------------------------------------
-# check DESCRIPTION COMMAND [EXIT]: a step of a case; on a different exit code the case fails with the output.
-check() {
-    g "$2"; local rc=$?
-    [[ $rc -eq ${3:-0} ]] && return 0
-    WHY="$1: exit $rc, expected ${3:-0}"$'\n'"$(printf '%s' "$OUT" | sed 's/^/      /')"
-    return 1
-}
-# run_case NAME FUNCTION CLEANUP: counts the case; CLEANUP (guest command) runs whatever happened.
-run_case() {
-    [[ -z "${PARKWISE_VM_CASES:-}" || " $PARKWISE_VM_CASES " == *" $2 "* ]] || return 0
-    WHY=""
-    local start=$SECONDS ok=0
-    "$2" && ok=1
-    [[ -n "${3:-}" ]] && g "$3" >/dev/null
-    if [[ $ok -eq 1 ]]; then
-        PASS=$((PASS + 1)); echo "${PFX}ok    $1 ($((SECONDS - start)) s)"
-    else
-        FAIL=$((FAIL + 1)); echo "${PFX}FAIL  $1 ($((SECONDS - start)) s)"; printf '%s\n' "      $WHY" | sed "s/^/$PFX/"
-    fi
-}
-
 # --- the cases ----------------------------------------------------------------------------------------------------------
 T=parkwise/v1/vm
 

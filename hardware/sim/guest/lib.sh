@@ -1,6 +1,7 @@
 # Guest helpers for the host's test commands (sourced by every command). Chips are named by role: mcp, pi4, pi5.
 SIM=/sys/kernel/config/gpio-sim
-AGENT=/usr/local/bin/parkwise-agent
+AGENT="${AGENT:-/usr/local/bin/parkwise-agent}"   # the system test's guest: /usr/bin/parkwise-agent, from the .deb
+MQTT_LOG="${MQTT_LOG:-/tmp/mqtt.log}"            # every parkwise message: receive time (unix ns), topic, payload
 
 # make_chip ROLE LABEL LINES PREFIX: a gpio-sim device with one bank; lines named PREFIX0.. (unnamed if PREFIX is "").
 make_chip() {
@@ -14,6 +15,13 @@ make_chip() {
         done
     fi
     echo 1 > "$SIM/$1/live" || return 1
+}
+# make_chips: the three simulated chips. Creation order fixes the numbers: gpiochip0 = the MCP23017 (device
+# gpio-sim.0), gpiochip1 = the Pi 4 block, gpiochip2 = the Pi 5 block, so neither board's chip is gpiochip0.
+make_chips() {
+    make_chip mcp mcp23017 16 "" || { echo "gpio-sim chip mcp23017"; return 1; }
+    make_chip pi4 pinctrl-bcm2711 58 GPIO || { echo "gpio-sim chip pinctrl-bcm2711"; return 1; }
+    make_chip pi5 pinctrl-rp1 54 GPIO || { echo "gpio-sim chip pinctrl-rp1"; return 1; }
 }
 chip() { cat "$SIM/$1/bank0/chip_name"; }
 device() { cat "$SIM/$1/dev_name"; }
@@ -45,7 +53,7 @@ wait_free() {
 
 # msgs PATTERN...: the MQTT messages (from the subscriber's log) containing every fixed-string PATTERN.
 msgs() {
-    out="$(cat /tmp/mqtt.log)"
+    out="$(cat "$MQTT_LOG")"
     for p in "$@"; do out="$(printf '%s\n' "$out" | grep -F -- "$p")"; done
     [ -n "$out" ] && printf '%s\n' "$out"
 }
@@ -54,8 +62,17 @@ wait_msg() {
     secs=$1; shift
     end=$(( $(date +%s) + secs ))
     until msgs "$@"; do
-        [ "$(date +%s)" -gt $end ] && { echo "no message with: $*"; echo "--- last messages:"; tail -n 8 /tmp/mqtt.log; return 1; }
+        [ "$(date +%s)" -gt $end ] && { echo "no message with: $*"; echo "--- last messages:"; tail -n 8 "$MQTT_LOG"; return 1; }
         usleep 20000
+    done
+}
+# wait_count SECONDS N PATTERN...: until at least N such messages arrived.
+wait_count() {
+    secs=$1; n=$2; shift 2
+    end=$(( $(date +%s) + secs ))
+    until [ "$(msgs "$@" | wc -l)" -ge "$n" ]; do
+        [ "$(date +%s)" -gt $end ] && { echo "fewer than $n messages with: $*"; msgs "$@"; echo "--- last messages:"; tail -n 8 "$MQTT_LOG"; return 1; }
+        usleep 50000
     done
 }
 # no_msg PATTERN...: fails (printing them) if such messages arrived.
