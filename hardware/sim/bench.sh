@@ -56,7 +56,9 @@ for tool in strace mkfs.ext4; do
     command -v "$tool" >/dev/null || apt-get install -y -q --no-install-recommends strace e2fsprogs >/dev/null \
         || die "$tool missing (apt-get install strace e2fsprogs)"
 done
-CACHE="$(bash "$HERE/setup.sh" | tail -n 1)" && [[ -f "$CACHE/vmlinux" ]] || die "VM setup failed (see above)"
+# (Its output in a file, the cache directory its last line: no build piped into another program.)
+bash "$HERE/setup.sh" >"$WORK/setup.out" || die "VM setup failed (see above)"
+CACHE="$(tail -n 1 "$WORK/setup.out")" && [[ -f "$CACHE/vmlinux" ]] || die "VM setup failed (see above)"
 AGENT="${PARKWISE_AGENT:-}"
 if [[ -z "$AGENT" ]]; then
     BUILD="${PARKWISE_VM_BUILD:-$REPO/.build/vm-gpiod1}"

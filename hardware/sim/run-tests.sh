@@ -54,7 +54,9 @@ done
 if ! grep -q 'Candidate: [0-9]' <<<"$(apt-cache policy linux-image-amd64 2>/dev/null)"; then
     as_root apt-get update -q >/dev/null || cannot_run "apt-get update failed"
 fi
-CACHE="$(bash "$HERE/setup.sh" | tail -n 1)" && [[ -f "$CACHE/vmlinux" ]] || cannot_run "VM setup failed (see above)"
+# (Its output in a file, the cache directory its last line: no build piped into another program.)
+bash "$HERE/setup.sh" >"$WORK/setup.out" || cannot_run "VM setup failed (see above)"
+CACHE="$(tail -n 1 "$WORK/setup.out")" && [[ -f "$CACHE/vmlinux" ]] || cannot_run "VM setup failed (see above)"
 export PARKWISE_VM_CACHE="$CACHE"
 
 # --- the agents: both built before the first VM boots -------------------------------------------------------------------
@@ -78,7 +80,7 @@ for build in $BUILDS; do
         AGENT="${PARKWISE_AGENT_GPIOD2:-}"
         if [[ -z "$AGENT" ]]; then
             echo "vm-tests: libgpiod 2.x from PyPI's gpiod sdist, and the agent against it" >&2
-            if AGENT="$(bash "$HERE/libgpiod2.sh" 2> "$WORK/build-gpiod2.log" | tail -n 1)" && [[ -n "$AGENT" ]]; then :; else
+            if bash "$HERE/libgpiod2.sh" 2> "$WORK/build-gpiod2.log" >"$WORK/gpiod2.out" && AGENT="$(tail -n 1 "$WORK/gpiod2.out")" && [[ -n "$AGENT" ]]; then :; else
                 tail -n 30 "$WORK/build-gpiod2.log"; AGENT=""
                 BUILD_ERROR[2]="libgpiod 2.x or the agent against it does not build (hardware/sim/libgpiod2.sh)"
             fi
