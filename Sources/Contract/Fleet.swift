@@ -52,12 +52,17 @@ public enum FleetTable {
         let sorted = boards.sorted { ($0.site, $0.device) < ($1.site, $1.device) }
         let multiSite = Set(sorted.map(\.site)).count > 1
         var rows = [header]
-        var online = 0, offline = 0, stale = 0
+        var online = 0, offline = 0, stale = 0, twins = 0
         for board in sorted {
             let isStale = board.isStale(now: now, staleAfter: staleAfter)
             if isStale { stale += 1 } else if board.online { online += 1 } else { offline += 1 }
             let s = board.status
             var notes: [String] = []
+            // Two boards on one device id: first, it is what a technician must go and fix (their events mix).
+            if let conflict = s?.idConflict, board.online {
+                twins += 1
+                notes.append("DEVICE ID CONFLICT: \(conflict)")
+            }
             if isStale, let heard = board.heardAt { notes.append("nothing heard for \(age(now - heard))") }
             if let fault = s?.storageFault, board.online { notes.append("storage: \(fault)") }
             if let mode = s?.mode { notes.append("\(mode) feed") }
@@ -81,7 +86,8 @@ public enum FleetTable {
                 .trimmingTrailingSpaces
         }
         lines.append("\(sorted.count) board\(sorted.count == 1 ? "" : "s"): \(online) online, \(offline) offline, \(stale) stale "
-                     + "(stale: online but nothing heard for more than \(age(staleAfter)))")
+                     + "(stale: online but nothing heard for more than \(age(staleAfter)))"
+                     + (twins > 0 ? "; \(twins) with a device id another board also uses (see NOTE)" : ""))
         return lines
     }
 

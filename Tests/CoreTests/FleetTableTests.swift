@@ -52,4 +52,23 @@ import Testing
                 "\(lines)")
         #expect(lines[3] == "2 boards: 0 online, 1 offline, 1 stale (stale: online but nothing heard for more than 5m)")
     }
+
+    /// A board whose status says another board uses its device id says so first in its note, and the summary counts it.
+    @Test func aDeviceIdConflictIsNamedFirstAndCounted() {
+        var status = StatusPayload(state: "online", version: "0.2.0", boot: 5, since: "2026-12-02T11:00:00.000Z")
+        status.at = "2026-12-02T11:59:00.000Z"
+        status.clock = "synced"
+        status.storageFault = "disk full"
+        status.idConflict = "the broker gave this device's connection to another client 6 times"
+        let now = WireTime.unixSeconds("2026-12-02T12:00:00Z")!
+        let twin = FleetBoard(site: "s", device: "twin", retained: status)
+        status.idConflict = nil
+        let calm = FleetBoard(site: "s", device: "calm", retained: status)
+        let lines = FleetTable.lines([twin, calm], now: now, staleAfter: 600)
+        #expect(lines[2].contains("DEVICE ID CONFLICT: the broker gave this device's connection to another client 6 times; storage: disk full"),
+                "\(lines)")
+        #expect(!lines[1].contains("CONFLICT"), "\(lines)")
+        #expect(lines[3].hasSuffix("; 1 with a device id another board also uses (see NOTE)"), "\(lines)")
+        #expect(!FleetTable.lines([calm], now: now, staleAfter: 600).last!.contains("device id"))
+    }
 }
