@@ -101,6 +101,9 @@ debs=$work/debs
 mkdir -p "$debs"
 PARKWISE_DEB_OUT=$debs bash deploy/package/make-deb.sh arm64 bookworm >/dev/null
 timing "arm64 .deb (bookworm)"
+# Raspberry Pi OS 13 (trixie): libgpiod 2.x, glibc 2.41 (the same sources, the other GPIO adapter).
+PARKWISE_DEB_OUT=$debs bash deploy/package/make-deb.sh arm64 trixie >/dev/null
+timing "arm64 .deb (trixie)"
 PARKWISE_DEB_OUT=$debs bash deploy/package/make-deb.sh >/dev/null
 timing "amd64 .deb (host build)"
 lintian --fail-on error,warning "$debs"/*.deb >"$log" 2>&1 || { cat "$log" >&2; fail "lintian"; }
@@ -114,10 +117,12 @@ ls -l "$debs" >&2
 # PARKWISE_CI_DEBS=DIR: the packages kept there for the next step of .ci/run (the system test installs the amd64 one).
 if [ -n "${PARKWISE_CI_DEBS:-}" ]; then mkdir -p "$PARKWISE_CI_DEBS" && cp "$debs"/*.deb "$PARKWISE_CI_DEBS/"; fi
 
-# 4. Install, upgrade, remove, purge in throwaway Debian 12 roots: the amd64 package, and the arm64 one the boards
-#    get, in an arm64 root run under qemu-user (deploy/package/install-cycle.sh).
+# 4. Install, upgrade, remove, purge in throwaway Debian roots: the amd64 package, and the arm64 ones the boards get
+#    (bookworm and trixie), each in an arm64 root of its release run under qemu-user (deploy/package/install-cycle.sh).
 bash deploy/package/install-cycle.sh amd64 bookworm "$(find "$debs" -name '*_amd64.deb' -print -quit)"
 timing "install/upgrade/remove/purge (Debian 12 root, amd64)"
-bash deploy/package/install-cycle.sh arm64 bookworm "$(find "$debs" -name '*_arm64.deb' -print -quit)"
+bash deploy/package/install-cycle.sh arm64 bookworm "$(find "$debs" -name '*+deb12_arm64.deb' -print -quit)"
 timing "install/upgrade/remove/purge (Debian 12 root, arm64 under qemu-user)"
+bash deploy/package/install-cycle.sh arm64 trixie "$(find "$debs" -name '*+deb13_arm64.deb' -print -quit)"
+timing "install/upgrade/remove/purge (Debian 13 root, arm64 under qemu-user)"
 echo "ci-arm64: ok" >&2
