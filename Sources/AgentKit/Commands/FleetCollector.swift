@@ -24,26 +24,33 @@ enum FleetCollector {
         let link = MQTTLink(settings: settings) { continuation.yield(.uplink($0)) }
         StopSignals.handle(onStop: { continuation.yield(.stop) })
         defer { StopSignals.release() }
-        let checks = Task {
-            while !Task.isCancelled {
-                try? await Task.sleep(for: .milliseconds(100))
-                continuation.yield(.check)
-            }
-        }
-        defer { checks.cancel() }
-        link.start()
-        defer { link.stop() }
         let clock = ContinuousClock()
         let started = clock.now
+        // One wake-up at the deadline that matters now (the broker's time to answer, then `quiet` after the newest
+        // status), moved on by each status: no timer ticking while the statuses come in.
+        var pendingWake: Task<Void, Never>?
+        func wake(at deadline: ContinuousClock.Instant) {
+            pendingWake?.cancel()
+            pendingWake = Task {
+                try? await Task.sleep(until: deadline, clock: clock)
+                if !Task.isCancelled { continuation.yield(.check) }
+            }
+        }
+        defer { pendingWake?.cancel() }
+        wake(at: started + connectTimeout)
+        link.start()
+        defer { link.stop() }
         var lastNews: ContinuousClock.Instant?
         var boards: [String: FleetBoard] = [:]
         for await input in stream {
             switch input {
             case .uplink(.connected):
                 lastNews = clock.now
+                wake(at: clock.now + quiet)
             case .uplink(.message(let topic, let payload, _)):
                 guard let (_, device, rest) = Topics.parse(topic), rest == ["status"] else { continue }
                 lastNews = clock.now
+                wake(at: clock.now + quiet)
                 guard !payload.isEmpty, let status = WireJSON.decode(StatusPayload.self, from: payload) else {
                     boards[device] = nil   // a cleared retained status: the board was removed
                     continue
