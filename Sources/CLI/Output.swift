@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import ParkWiseCore
+import ParkWiseLog
 
 /// Writes a line to stdout at once (unbuffered, so pipes and journald see it as it happens).
 public func say(_ text: String) {
@@ -11,6 +12,7 @@ public func say(_ text: String) {
 
 /// Writes to stderr in one piece.
 public func printError(_ text: String) {
+    if text.prefix(while: { $0 != "\n" }).contains("error") { LastError.record(text) }
     var stream = StandardError()
     print(text, terminator: text.hasSuffix("\n") ? "" : "\n", to: &stream)
 }
@@ -34,6 +36,10 @@ public func printConfigProblems(_ problems: ConfigIssues, path: String) {
 /// on 60,000 spots has 240 MB of problems (each hint lists the 500 levels); as one string, joined and copied, that
 /// took 800 MB.
 public func printConfigIssues(_ problems: ConfigIssues) {
+    if let first = problems.issues.first {
+        let more = problems.issues.count > 1 ? " (and \(problems.issues.count - 1) more)" : ""
+        LastError.record(first.description.prefix(while: { $0 != "\n" }) + more)
+    }
     var stream = StandardError()
     var chunk = ""
     for (index, issue) in problems.issues.enumerated() {

@@ -55,15 +55,15 @@ public enum Log {
     static func write(_ level: Level, _ message: StaticString, _ fields: KeyValuePairs<String, any CustomStringConvertible>,
                       then more: [(String, String)] = []) {
         guard level >= threshold else { return }
-        var line = JournalStream.isStderr ? "<\(level.syslogPriority)>" : ""
-        line += "\(level.word) \(message)"
+        var text = "\(level.word) \(message)"
         for (key, value) in fields {
-            line += " \(key)=\(quoted(value.description))"
+            text += " \(key)=\(quoted(value.description))"
         }
         for (key, value) in more {
-            line += " \(key)=\(quoted(value))"
+            text += " \(key)=\(quoted(value))"
         }
-        line += "\n"
+        if level == .error { LastError.record(text) }
+        let line = (JournalStream.isStderr ? "<\(level.syslogPriority)>" : "") + text + "\n"
         // One write(2) per line, so lines from different threads never interleave.
         var bytes = Array(line.utf8)
         _ = bytes.withUnsafeMutableBytes { Glibc.write(2, $0.baseAddress, $0.count) }

@@ -107,43 +107,89 @@ import Testing
 }
 
 /// Under systemd (`Type=notify`, `WatchdogSec=`): READY=1 once running, WATCHDOG=1 from the event loop
-/// at least every half watchdog period, STOPPING=1 at a graceful stop. A real unix datagram socket
-/// plays systemd's notify socket.
+/// at least every half watchdog period, STOPPING=1 at a graceful stop, STATUS= with the reason before a failed
+/// exit. A real unix datagram socket plays systemd's notify socket.
 @Suite struct ServiceNotifyTests {
-    @Test func readinessWatchdogAndStoppingReachTheNotifySocket() throws {
-        let dir = temporaryDirectory()
-        let path = dir.appendingPathComponent("notify").path
-        let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in for (i, b) in path.utf8.enumerated() { raw[i] = b } }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+    /// systemd's end of the notify socket: a bound datagram socket, read with a 10 s deadline per message.
+    final class NotifySocket {
+        let path: String
+        private let fd: Int32
+
+        init(_ dir: URL) throws {
+            path = dir.appendingPathComponent("notify").path
+            fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+            var address = sockaddr_un()
+            address.sun_family = sa_family_t(AF_UNIX)
+            withUnsafeMutableBytes(of: &address.sun_path) { raw in for (i, b) in path.utf8.enumerated() { raw[i] = b } }
+            let bound = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            }
+            try #require(bound == 0)
+            var timeout = timeval(tv_sec: 10, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         }
-        try #require(bound == 0)
-        var timeout = timeval(tv_sec: 10, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+
+        deinit { close(fd) }
+
+        /// The next message, nil after 10 s without one.
         func next() -> String? {
             var buffer = [UInt8](repeating: 0, count: 512)
             let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             return n > 0 ? String(decoding: buffer[..<n], as: UTF8.self) : nil
         }
+    }
+
+    @Test func readinessWatchdogAndStoppingReachTheNotifySocket() throws {
+        let dir = temporaryDirectory()
+        let notify = try NotifySocket(dir)
         let broker = try Broker()
         // 2 s watchdog: fed at least every second.
-        let agent = try Child("/usr/bin/env", ["NOTIFY_SOCKET=\(path)", "WATCHDOG_USEC=2000000", agentBinary, "run",
+        let agent = try Child("/usr/bin/env", ["NOTIFY_SOCKET=\(notify.path)", "WATCHDOG_USEC=2000000", agentBinary, "run",
                                                "--config", try SessionTests().config(dir, brokers: [broker.url]),
                                                "--replay", try writeTrace(dir, threeChanges), "--outbox", dir.path + "/outbox"])
-        #expect(next()?.hasPrefix("READY=1") == true, "\(agent.stderr)")
-        #expect(next() == "WATCHDOG=1")
-        #expect(next() == "WATCHDOG=1")
+        #expect(notify.next()?.hasPrefix("READY=1") == true, "\(agent.stderr)")
+        #expect(notify.next() == "WATCHDOG=1")
+        #expect(notify.next() == "WATCHDOG=1")
         agent.signal(SIGTERM)
         var rest: [String] = []
-        while let message = next() {
+        while let message = notify.next() {
             rest.append(message)
             if message == "STOPPING=1" { break }
         }
         #expect(agent.wait(10) == 0)
         #expect(rest.last == "STOPPING=1" && rest.dropLast().allSatisfy { $0 == "WATCHDOG=1" }, "\(rest)")
+    }
+
+    /// A config error (exit 78) and an outbox another agent holds (exit 1) each tell systemd why in STATUS=, the
+    /// line `systemctl status` shows: the file and line of the first problem, or the holder, never just a code.
+    @Test func aFailedStartTellsSystemdWhyBeforeItExits() throws {
+        let dir = temporaryDirectory()
+        let notify = try NotifySocket(dir)
+        let broken = dir.appendingPathComponent("broken.yaml").path
+        try """
+        site: testsite
+        device: ""
+        board: simulated
+        levels: [ { id: P1, capacity: 20 } ]
+        spots: [ { id: P1-A-01, input: GPIO2 }, { id: P1-A-02, input: GPIO2 } ]
+        """.write(toFile: broken, atomically: true, encoding: .utf8)
+        let refused = try Child("/usr/bin/env", ["NOTIFY_SOCKET=\(notify.path)", agentBinary, "run", "--config", broken])
+        #expect(refused.wait(20) == 78)
+        let status = notify.next() ?? ""
+        #expect(status.hasPrefix("STATUS=exit 78: \(broken):") && status.contains("error") && status.contains("more)"),
+                "\(status) / \(refused.stderr)")
+        #expect(!status.dropFirst().contains("\n"), "one line: \(status)")
+
+        // A second agent on the first one's outbox directory.
+        let args = ["run", "--config", try writeGarage(dir), "--replay", try writeTrace(dir, ""),
+                    "--broker", "mqtt://127.0.0.1:\(freePort())", "--outbox", dir.path + "/outbox"]
+        let first = try Child(agentBinary, args)
+        try #require(eventually(10) { first.stderr.contains("agent running") }, "\(first.stderr)")
+        let second = try Child("/usr/bin/env", ["NOTIFY_SOCKET=\(notify.path)", agentBinary] + args)
+        #expect(second.wait(20) == 1)
+        let held = notify.next() ?? ""
+        #expect(held.hasPrefix("STATUS=exit 1: error: another parkwise-agent"), "\(held) / \(second.stderr)")
+        first.signal(SIGTERM)
+        #expect(first.wait(10) == 0)
     }
 }

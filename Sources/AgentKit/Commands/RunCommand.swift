@@ -28,6 +28,13 @@ enum RunCommand {
 
     /// Runs on the calling (main) thread without Swift concurrency: see `AgentRuntime` and `StopSignals`.
     static func run(_ args: ParsedArguments) -> Int32 {
+        let service = ServiceNotifier(environment: Environment.values(ServiceNotifier.variables))
+        let code = run(args, service: service)
+        if code != ExitCode.success { service.exiting(code: code, reason: LastError.text) }
+        return code
+    }
+
+    private static func run(_ args: ParsedArguments, service: ServiceNotifier) -> Int32 {
         // A stop asked for while starting (systemd stops a service that is still starting) is kept, and the agent
         // stops gracefully as soon as it runs.
         let early = EarlyStop()
@@ -93,7 +100,7 @@ enum RunCommand {
         do {
             runtime = try AgentRuntime(config: config, source: source, clock: clock, credentials: credentials,
                                        options: .init(configHash: configHash, mode: source.mode,
-                                                     service: ServiceNotifier(environment: Environment.values(ServiceNotifier.variables)),
+                                                     service: service,
                                                      lineQueueBound: lineQueue, readOnly: readOnly))
         } catch {
             // Restarting cannot heal a count at its end: exit as for a config error, which systemd does not restart.

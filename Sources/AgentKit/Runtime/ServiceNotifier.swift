@@ -49,6 +49,14 @@ final class ServiceNotifier: Sendable {
     /// `STOPPING=1`: a graceful stop has begun.
     func stopping() { send("STOPPING=1") }
 
+    /// `STATUS=`: why the agent is about to exit with `code`. systemd keeps the text after the process ended, so
+    /// `systemctl status` shows it beside "status=78" and during the restart delay, when the journal's excerpt often
+    /// holds only systemd's own lines (systemd #7748). systemd reads its notify socket before it reaps the process.
+    func exiting(code: Int32, reason: String?) {
+        let text = reason.map { "exit \(code): \($0)" } ?? "exit \(code)"
+        send("STATUS=" + text.replacing("\n", with: " "))
+    }
+
     private func send(_ message: String) {
         guard var address = address, fd >= 0 else { return }
         let bytes = Array(message.utf8)
