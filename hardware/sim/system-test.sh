@@ -120,6 +120,7 @@ CONFIG=/etc/parkwise-agent/agent.yaml
 T=parkwise/v1/uniandes/sys-gate
 # Guest shell snippets.
 prop() { printf '%s' "\$(systemctl show -p $1 --value parkwise-agent)"; }   # a property of the agent's unit
+depth() { printf '%s' "\$(parkwise-agent status | sed -n 's/^outbox *\\([0-9]*\\) of.*/\\1/p')"; }   # events in the outbox
 PASSAGES=0
 # passage: a car through the single gate's lane, street to lot (loops active-low: a pulled low is a car on loop a),
 # and waits for its lane.passage event (the count of them so far).
@@ -255,7 +256,8 @@ upgraded() {
     seq_promise
 }
 
-rebooted() {
+# reboot: systemctl reboot in the guest, then the VM booted again on the same disk (with VM_QEMU_ARGS, VM_APPEND as set).
+reboot() {
     g "systemctl reboot"   # the command server ends with the system; qemu ends at the reboot (-no-reboot)
     local deadline=$((SECONDS + VM_DOWN_S))
     while kill -0 "$QEMU_PID" 2>/dev/null && (( SECONDS < deadline )); do sleep 0.5; done
@@ -264,11 +266,72 @@ rebooted() {
     QEMU_PID=""
     exec 3>&- 4<&-
     boot || { WHY="the VM did not come up again"; return 1; }
+}
+
+rebooted() {
+    reboot || return 1
     check -t "$VM_BOOT_S" "up again, the agent enabled and READY" "systemctl is-system-running --wait; [ $(prop SubState) = running ] && echo ready_ms=\$(( $(prop ActiveEnterTimestampMonotonic) / 1000 ))" || return 1
     local ms
     ms="$(field ready_ms)"
     timed "READY after the reboot" "$((ms / 1000)).$(printf '%03d' $((ms % 1000))) s from the kernel's start"
     check -t 90 "a car after the reboot: published" "$(passage)" &&
+    seq_promise
+}
+
+# A board without an RTC: it boots with its clock a year behind and the broker unreachable; then NTP sets the clock.
+clock_behind() {
+    check "the last seq before this boot" "grep -F ' $T/events ' \$MQTT_LOG | sed -n 's/.*\"seq\":\\([0-9]*\\).*/\\1/p' | sort -n | tail -n 1" || return 1
+    local before="${OUT//[!0-9]/}" args=("${VM_QEMU_ARGS[@]}") rc started=$(date -u +%s)
+    VM_QEMU_ARGS+=(-rtc "base=$(date -u -d '1 year ago' +%Y-%m-%dT%H:%M:%S)")
+    check "the broker masked for the next boot (the board boots where no network reaches it)" "systemctl mask mosquitto" || return 1
+    reboot; rc=$?
+    VM_QEMU_ARGS=("${args[@]}")
+    ((rc == 0)) || return 1
+    check -t "$VM_BOOT_S" "booted with the RTC a year behind (systemd advances it to its build date) and no broker: the agent READY, its clock unsynced" "systemctl is-system-running --wait; date -u; [ \$(date +%s) -lt $(( $(date +%s) - 86400 )) ] && ! systemctl is-active mosquitto && [ $(prop SubState) = running ] && parkwise-agent status > /tmp/status.txt; rc=\$?; cat /tmp/status.txt; [ \$rc = 0 ] && grep -q '  clock unsynced' /tmp/status.txt" &&
+    check -t 60 "two cars while the broker is away: their events wait in the outbox" "d0=$(depth); for i in 1 2; do pull pi4 17 down; usleep 600000; pull pi4 27 down; usleep 600000; pull pi4 17 up; usleep 600000; pull pi4 27 up; usleep 600000; done; t0=\$(date +%s); until [ $(depth) -ge \$((d0 + 2)) ]; do [ \$(( \$(date +%s) - t0 )) -gt 30 ] && { parkwise-agent status; exit 1; }; usleep 200000; done" &&
+    # As NTP sets it: the time stepped, then the kernel told it is synchronised (adjtimex: STA_UNSYNC cleared, a small
+    # maximum error), which is what the agent reads. perl-base is in every Debian; 159 is adjtimex on x86_64.
+    check "the clock set as NTP sets it (date, then adjtimex's status): synchronised" "date -u -s @$(date -u +%s) && perl -e 'my \$t = pack(\"I x4 q q q q i x4\", 0x1c, 0, 0, 16000, 16000, 0) . (\"\\0\" x 160); my \$r = syscall(159, \$t); die \"adjtimex: \$!\\n\" if \$r < 0; my @f = unpack(\"I x4 q q q q i\", \$t); print \"state=\$r status=\$f[5]\\n\"; exit((\$f[5] & 0x40) ? 1 : 0)'" &&
+    check -t 150 "the agent sees it (it looks again at most every 64 s)" "t0=\$(date +%s); until parkwise-agent status | grep 'clock synced'; do [ \$(( \$(date +%s) - t0 )) -gt 120 ] && exit 1; usleep 500000; done" &&
+    check -t 120 "the broker back: the waiting events arrive" "systemctl unmask mosquitto && systemctl start mosquitto parkwise-sim-sub && wait_count 90 $((PASSAGES + 2)) $T/events '\"lane.passage\"' > /dev/null" || return 1
+    PASSAGES=$((PASSAGES + 2))
+    check "the subscriber's log" "grep -F ' $T/events ' \$MQTT_LOG" || return 1
+    printf '%s' "$OUT" > "$WORK/clock.log"
+    OUT="$(python3 - "$WORK/clock.log" "$before" "$started" "$(date -u +%s)" <<'PY'
+import json, sys
+from datetime import datetime
+
+def fail(message):
+    print(message)
+    sys.exit(1)
+
+before, started, now = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+events = []
+for line in open(sys.argv[1]):
+    parts = line.rstrip("\n").split(" ", 2)
+    if len(parts) == 3:
+        event = json.loads(parts[2])
+        if event["seq"] > before:
+            events.append(event)
+if not events:
+    fail(f"no events after seq {before}")
+clocks = {}
+for event in events:
+    clocks[event["clock"]] = clocks.get(event["clock"], 0) + 1
+    at = datetime.fromisoformat(event["at"].replace("Z", "+00:00")).timestamp()
+    if not started - 60 <= at <= now + 60:
+        fail(f"seq {event['seq']} ({event['type']}, clock {event['clock']}) carries a time outside this case "
+             f"(host clock {started}..{now}): {event['at']}")
+    if event["clock"] == "unsynced":
+        fail(f"seq {event['seq']} ({event['type']}) arrived unsynced after the clock was set: {event['at']}")
+passages = [e for e in events if e["type"] == "lane.passage"]
+if len(passages) < 2 or any(e["clock"] != "corrected" for e in passages[:2]):
+    fail(f"the two cars' passages are not marked corrected: {[(e['seq'], e['clock'], e['at']) for e in passages]}")
+print(f"{len(events)} events after seq {before}, all stamped within this case's time: "
+      + ", ".join(f"{n} {c}" for c, n in sorted(clocks.items())))
+PY
+)" || { WHY="clock: $OUT"; return 1; }
+    echo "      $OUT"
     seq_promise
 }
 
@@ -294,5 +357,6 @@ run_case "another exit (its lines busy: 1): restarted every RestartSec until it 
 run_case "upgrade to a newer build: restarted, config/outbox/seq kept" upgraded ""
 run_case "reboot of the VM (same disk): enabled at boot, the seq promise kept" rebooted ""
 run_case "MemoryMax=64M holds: the campus config (157 inputs) simulated at high speed" memory_max "rm -rf /etc/systemd/system/parkwise-agent.service.d; systemctl daemon-reload; systemctl restart parkwise-agent; true"
+run_case "no RTC: booted with the clock behind, broker away; NTP sets the clock: waiting events corrected, none with a wrong time" clock_behind "systemctl unmask mosquitto; systemctl start mosquitto parkwise-sim-sub; true"
 run_case "remove, then purge: what Debian policy says stays" purged ""
 finish

@@ -1,6 +1,8 @@
 import CTimex
 import Glibc
 import ParkWiseCore
+import ParkWiseLog
+import Synchronization
 
 /// The agent's time: the monotonic instants the core runs on, and the wall-clock time of each.
 /// In simulation and replay it runs `speed` times faster than real time; an instant's wall-clock time is then the real
@@ -67,12 +69,26 @@ struct AgentClock: Sendable {
         }
     }
 
-    /// Whether the kernel says NTP has synchronised the wall clock (adjtimex).
+    /// Whether the kernel says NTP has synchronised the wall clock (adjtimex). A kernel that will not say (the
+    /// call refused, e.g. by a seccomp filter) is taken as not synchronised, and said once: a clock taken for
+    /// synchronised when it is not would stamp events with a wrong time as if it were right.
     static func wallClockSynchronized() -> Bool {
         var tx = timex()
-        let state = adjtimex(&tx)
+        let state = adjtimex(&tx)   // glibc makes it clock_adjtime(CLOCK_REALTIME): the system call to allow
+        guard state != -1 else {
+            let code = errno
+            if !clockStateRefused.exchange(true, ordering: .relaxed) {
+                Log.warn("cannot read whether NTP has set the clock: events are stamped clock unsynced",
+                         ["errno": code, "error": String(cString: strerror(code)),
+                          "hint": "a sandbox must allow the clock_adjtime system call (read-only without CAP_SYS_TIME)"])
+            }
+            return false
+        }
         return state != TIME_ERROR && (tx.status & STA_UNSYNC) == 0
     }
+
+    /// Whether the kernel refused to say (warned once).
+    private static let clockStateRefused = Atomic<Bool>(false)
 
     static func read(_ clock: clockid_t) -> Int64 {
         var ts = timespec()
