@@ -83,10 +83,21 @@ public enum ConfigFile {
         }
     }
 
-
     public static func parse(_ bytes: [UInt8], file: String) throws(ConfigIssues) -> AgentConfig {
         let root = try YAMLParser.parse(bytes, file: file)
         return try ConfigReader.read(root, file: file)
+    }
+
+    /// For `walk-test --learn`: the config without its `UNSET` spots, those spots, and the very bytes read (the
+    /// text the learned inputs are written into).
+    public static func loadForLearning(path: String) throws(ConfigIssues) -> (config: AgentConfig, unset: [UnsetSpot], text: [UInt8]) {
+        let bytes = try bytes(path: path)
+        let (config, unset) = try parseForLearning(bytes, file: path)
+        return (config, unset, bytes)
+    }
+
+    public static func parseForLearning(_ bytes: [UInt8], file: String) throws(ConfigIssues) -> (config: AgentConfig, unset: [UnsetSpot]) {
+        try ConfigReader.readForLearning(try YAMLParser.parse(bytes, file: file), file: file)
     }
 
     /// A stable fingerprint of the file's bytes (FNV-1a 64), announced in the birth message so a

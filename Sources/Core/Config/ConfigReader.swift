@@ -19,13 +19,28 @@ public struct ConfigReader {
         case idWithoutLevel
     }
 
+    /// `walk-test --learn`: a spot whose input is `UNSET` is kept aside in `unsetSpots` instead of being an issue.
+    private var learning = false
+    private(set) var unsetSpots: [UnsetSpot] = []
+
     public init(file: String) { self.file = file }
 
     /// Reads and validates; throws `ConfigIssues` listing every problem, in file order.
     public static func read(_ root: ConfigNode, file: String) throws(ConfigIssues) -> AgentConfig {
+        try read(root, file: file, learning: false).config
+    }
+
+    /// `read` for `walk-test --learn`: spots whose input is `UNSET` are left out of the config and returned, in file
+    /// order, for the installer to wire by walking; every other problem is an issue as usual.
+    public static func readForLearning(_ root: ConfigNode, file: String) throws(ConfigIssues) -> (config: AgentConfig, unset: [UnsetSpot]) {
+        try read(root, file: file, learning: true)
+    }
+
+    private static func read(_ root: ConfigNode, file: String, learning: Bool) throws(ConfigIssues) -> (config: AgentConfig, unset: [UnsetSpot]) {
         var reader = ConfigReader(file: file)
+        reader.learning = learning
         let config = reader.readRoot(root)
-        if let config, reader.issues.isEmpty { return config }
+        if let config, reader.issues.isEmpty { return (config, reader.unsetSpots) }
         if reader.issues.isEmpty {
             reader.report(root.mark, "the config could not be read",
                           hint: "it must be a YAML mapping with site, device, levels and spots or lanes (see hardware/examples)")
@@ -271,7 +286,15 @@ public struct ConfigReader {
             activeLow: false, bias: .asIs, stuckAfter: ConfigDefaults.spotStuckAfter,
             chatterLimit: ConfigDefaults.spotChatterLimit, recoverAfter: ConfigDefaults.recoverAfter))
         if let n = map["stuck_after"], let d = duration(n, key: "stuck_after") { settings.stuckAfter = d == .zero ? nil : d }
-        let input = map.required("input", &self).flatMap { self.input($0, settings: settings, owner: "spot \(id)") }
+        let inputNode = map.required("input", &self)
+        if learning, let node = inputNode, node.text?.trimmingSpaces == ConfigDefaults.inputNotSet {
+            if let level {
+                unsetSpots.append(UnsetSpot(id: id, level: level, mark: node.mark, delayedOn: settings.delayedOn,
+                                            activeLow: map["active_low"] == nil ? nil : settings.activeLow))
+            }
+            return nil
+        }
+        let input = inputNode.flatMap { self.input($0, settings: settings, owner: "spot \(id)") }
         let checkin = map["checkin_after"].flatMap { duration($0, key: "checkin_after") } ?? ConfigDefaults.checkinAfter
         guard let level, let input else { return nil }
         return SpotConfig(id: id, level: level, input: input, checkinAfter: checkin, mark: node.mark)
