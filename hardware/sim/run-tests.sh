@@ -233,6 +233,7 @@ run_pass() {
     run_case "board auto with GPIO17 on two chips is refused" auto_ambiguous ""
     run_case "parkwise-agent lines matches gpioinfo" inventory ""
     run_case "walk-test: lane, swapped spot pair, JSON report (real GPIO lines)" walk_test "pulls mcp '0 1' down; pulls pi4 '24 25 26' down"
+    run_case "walk-test --learn: each spot's line written into the config, a lane's line refused (real GPIO lines)" walk_learn "[ -f /tmp/learn.rc ] || kill -INT \$(cat /tmp/learn.pid) 2>/dev/null; pulls mcp '0 1' down; pulls pi4 '24 25 26' down; true"
     run_case "doctor: lines requested (agent stopped) or read from its status (agent running)" doctor_checks "[ -f /tmp/doctor.pid ] && stop doctor; pull pi4 21 down"
     run_case "an edge before a filter's deadline, read after it (the agent held in a sync): no event" late_edge "kill \$(cat /tmp/late-strace.pid) 2>/dev/null; [ -f /tmp/late.pid ] && stop late; pull pi4 4 down; pull pi4 7 down"
     run_case "more edges than the kernel keeps: the level read again, final state right" edge_queue_full "[ -f /tmp/burst.pid ] && { kill -CONT \$(cat /tmp/burst.pid); stop burst; }; pull pi4 12 down"

@@ -23,17 +23,28 @@ enum WalkTestCommand {
         (a path it cannot write stops it before the first step); run again with the same --report to resume
         with the steps not yet walked (or skipped). Reads the lines itself: stop the agent service first.
         Exit 0 when every step is confirmed, 1 otherwise, 78 on a bad config.
+
+        With --learn, for a config fresh from `parkwise-bridge export-config` (every input UNSET): it watches
+        every free line of the board and its expanders, asks "Cover P2-A-07 now", and writes the line held for
+        the spot's delayed_on (at most 1 s) into the file in place, comments kept, after each spot (a walk cut
+        short loses nothing; run again to go on with the spots still UNSET). The report (--report, default
+        walk-learn-SITE-DEVICE.txt) lists each spot's line: the hand-over document. Then walk-test without
+        --learn confirms it all. Exit 0 when every spot was learned, 1 otherwise.
         """,
         options: [
             .init(name: "config", value: "file", help: "The config file (YAML).", required: true),
             .init(name: "from", value: "id", help: "Start at this spot or lane and walk on to the end."),
             .init(name: "report", value: "path", help: "The JSON report to write and resume from (default walk-test-SITE-DEVICE.json)."),
             .init(name: "json", value: nil, help: "Print the final report as JSON on stdout (prompts go to stderr)."),
+            .init(name: "learn", value: nil, help: "Learn the wiring: for each spot whose input is UNSET (as export-config "
+                  + "writes them), in the file's order, ask the installer to cover it and write the line that moved into "
+                  + "the config (and active_low when it reads high at rest). A line another spot or lane has is refused."),
             .init(name: "replay", value: "trace", help: "Take the line changes from a trace (JSON lines) instead of GPIO."),
             .init(name: "speed", value: "factor", help: "Replay the trace this many times faster, 0.01 to 10000 (default 1)."),
         ])
 
     static func run(_ args: ParsedArguments) async -> Int32 {
+        if args.flag("learn") { return await WalkLearn.run(args) }
         let configPath = args.option("config")!
         let config: AgentConfig
         do { config = try ConfigFile.load(path: configPath) } catch {
@@ -63,13 +74,7 @@ enum WalkTestCommand {
                            + "    hint: give --replay TRACE to walk a recorded trace, or set the real board")
                 return ExitCode.config
             }
-            if let holder = StateDirectoryLock.holder(directory: config.outbox.path) {
-                printError("error: the parkwise-agent service is running (\(holder), state directory \(config.outbox.path)) "
-                           + "and holds the lines the walk-test must read\n"
-                           + "    hint: systemctl stop parkwise-agent, walk, then systemctl start parkwise-agent "
-                           + "(`parkwise-agent doctor` checks a running service without stopping it)")
-                return ExitCode.failure
-            }
+            if serviceHoldsTheLines(config) { return ExitCode.failure }
         }
         if let problem = WalkReport.probe(path: reportPath) {
             printError("error: cannot write the report \(reportPath) as \(HostChecks.userName()): \(problem)\n"
@@ -85,49 +90,30 @@ enum WalkTestCommand {
             for change in changes where change.offset == .zero { initial[change.input] = change.active }
             source = .trace(changes.filter { $0.offset != .zero })
         }
-        guard var walk = WalkTest(config: config, initial: initial, previous: previous, from: args.option("from")) else {
+        guard let walk = WalkTest(config: config, initial: initial, previous: previous, from: args.option("from")) else {
             return ExitCode.usage
         }
 
-        // The source posts into an inbox (its changes wait in the line queue); a thread hands them to the walk.
-        let inbox = Inbox()
-        let queue = LineQueue(bound: 100_000) { inbox.post(.lines) }
-        let (stream, continuation) = AsyncStream.makeStream(of: WalkInput.self)
-        _ = DedicatedThread {
-            while let input = inbox.next(until: nil) {
-                switch input {
-                case .lines: continuation.yield(.lines(queue.take().changes))
-                case .inputLost(let input, let message): continuation.yield(.inputLost(input, message))
-                case .sourceFinished: continuation.yield(.sourceFinished)
-                case .stop:
-                    continuation.yield(.key(.quit))
-                    return
-                default: continue
-                }
-            }
+        return await WalkInputs.run(source: source, clock: clock) { stream, keyHelp in
+            await walkSteps(walk, stream: stream, keyHelp: keyHelp, clock: clock, config: config, configPath: configPath,
+                            reportPath: reportPath, json: json, show: show)
         }
-        let stopSource = source.start(clock: clock, into: queue, inbox: inbox)
-        // The handler comes before the terminal goes raw, so no Ctrl-C can end the process with it still raw; a
-        // forced exit (a second Ctrl-C) gives the terminal its echo back too.
-        let reader = ReaderSlot()
-        StopSignals.handle(onStop: { inbox.post(.stop) }, onForce: { reader.keys.withLock { $0?.restore() } })
-        let keys = KeyReader { continuation.yield(.key($0)) }
-        reader.keys.withLock { $0 = keys }
-        let ticker = Task {
-            while !Task.isCancelled {
-                try? await Task.sleep(for: .milliseconds(20))
-                continuation.yield(.tick)
-            }
-        }
-        defer {
-            keys.restore()
-            ticker.cancel()
-            stopSource()
-            inbox.post(.stop)   // ends the forwarding thread
-            StopSignals.release()
-        }
+    }
 
-        let keyHelp = keys.isTerminal ? "(s skip, r retry, q quit)" : "(skip, retry or quit, then Enter)"
+    /// True, said with the fix, when the agent service runs on this config's state directory: it holds the lines.
+    static func serviceHoldsTheLines(_ config: AgentConfig) -> Bool {
+        guard let holder = StateDirectoryLock.holder(directory: config.outbox.path) else { return false }
+        printError("error: the parkwise-agent service is running (\(holder), state directory \(config.outbox.path)) "
+                   + "and holds the lines the walk-test must read\n"
+                   + "    hint: systemctl stop parkwise-agent, walk, then systemctl start parkwise-agent "
+                   + "(`parkwise-agent doctor` checks a running service without stopping it)")
+        return true
+    }
+
+    private static func walkSteps(_ walk: WalkTest, stream: AsyncStream<WalkInput>, keyHelp: String, clock: AgentClock,
+                                  config: AgentConfig, configPath: String, reportPath: String, json: Bool,
+                                  show: (String) -> Void) async -> Int32 {
+        var walk = walk
         var saveProblem: String?
         func save() {
             let report = WalkReport(walk: walk, config: config, configPath: configPath,
@@ -181,18 +167,4 @@ enum WalkTestCommand {
         if json { say(report.json) }
         return report.allConfirmed && saveProblem == nil ? ExitCode.success : ExitCode.failure
     }
-}
-
-/// What reaches the walk-test's loop.
-enum WalkInput: Sendable {
-    case lines([LineChange])
-    case tick
-    case key(WalkKey)
-    case inputLost(Int?, String)
-    case sourceFinished
-}
-
-/// The key reader, for a forced exit's handler, which exists before it.
-private final class ReaderSlot: Sendable {
-    let keys = Mutex<KeyReader?>(nil)
 }

@@ -195,3 +195,12 @@ public enum ConfigDefaults {
     public static let loopChatterLimit = 120
     public static let recoverAfter: Duration = .seconds(30)
 }
+
+extension InputConfig {
+    /// A line read as it is: no filter, no pull set, no fault limits. What `walk-test --learn` watches every free
+    /// line of the board with, to see which one a sensor moves.
+    public static func raw(_ ref: InputRef, owner: String) -> InputConfig {
+        InputConfig(ref: ref, activeLow: false, bias: .asIs, delayedOn: .zero, delayedOff: .zero, settle: nil, stuckAfter: nil,
+                    chatterLimit: 10_000, recoverAfter: ConfigDefaults.recoverAfter, mark: Mark(line: 0, column: 0), owner: owner)
+    }
+}

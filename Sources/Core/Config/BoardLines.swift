@@ -3,13 +3,13 @@
 extension ConfigReader {
     /// Every Raspberry Pi the agent knows brings out GPIO0–GPIO27 (40-pin header or module connector);
     /// higher numbers are the SoC's own (Wi-Fi, SD card, camera) and reach no sensor.
-    static let boardGPIOs = 0...27
+    public static let boardGPIOs = 0...27
 
     /// I2C bus 1 (`i2c_arm`, where expander overlays go unless told otherwise) is GPIO2 (SDA) and GPIO3 (SCL).
     public static let i2cBus1 = [2: "SDA", 3: "SCL"]
 
     /// Chip labels of I2C GPIO expanders (hardware/boards/README.md); `mcp23s17` is SPI and is not one.
-    static let i2cExpanderLabels = ["mcp23017", "mcp23008", "pcf8574", "pcf8575", "pca9555", "pca9535", "tca9555"]
+    public static let i2cExpanderLabels = ["mcp23017", "mcp23008", "pcf8574", "pcf8575", "pca9555", "pca9535", "tca9555"]
 
     mutating func checkBoardLines(board: BoardChoice?) {
         if case .named(let name) = board {
