@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes parkwise-agent(1) or parkwise-bridge(1) in roff from the program's own `help` output, so the man
 page never drifts from the CLI. The program is run as given (e.g. under qemu-aarch64-static for an arm64
-build); its name is the first word of its `version` output. FILE:TEXT arguments make the FILES section.
+build); its name is the program file's, its version what `--version` prints. FILE:TEXT arguments make the FILES
+section.
 
     help2man.py DATE [FILE:TEXT...] -- COMMAND...
     e.g. help2man.py 2026-12-01 "/etc/parkwise-agent/agent.yaml:The configuration." -- .build/release/parkwise-agent
@@ -62,7 +63,7 @@ def main():
     split = sys.argv.index("--")
     date, files, command = sys.argv[1], sys.argv[2:split], sys.argv[split + 1:]
     top, _, _, sections = parse(run(command, "help"))
-    program, version = run(command, "version").split()[:2]
+    program, version = command[-1].rsplit("/", 1)[-1], run(command, "--version").split()[-1]
     me = roff(program)
     name = top.partition(": ")[0]
     page = [

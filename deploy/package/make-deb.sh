@@ -54,7 +54,7 @@ release=$(cross_debian_release "$suite")
 libdir=lib
 [ "$suite" = bookworm ] || libdir=usr/lib
 
-upstream=$("${program[@]}" version | awk '{print $2}')
+upstream=$("${program[@]}" --version | awk '{print $NF}')
 version=$upstream+deb$release
 changelog=$files/changelog
 top=$(sed -n "1s/^$package (\\([^)]*\\)).*/\\1/p" "$changelog")
