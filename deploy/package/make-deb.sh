@@ -34,8 +34,16 @@ if [ "$arch" = "$(dpkg --print-architecture)" ]; then
     quiet swift build -c release --static-swift-stdlib -Xlinker -znow --product "$package"
     binary=.build/release/$package
     program=("$binary")
-    # The host's own packages' symbols/shlibs files.
-    control_files=(/var/lib/dpkg/info/*.symbols /var/lib/dpkg/info/*.shlibs)
+    # The symbols/shlibs files of the host packages that own the libraries the binary loads (as dpkg-shlibdeps finds
+    # them), not every package's: a cross toolchain's packages claim the same sonames (libgcc-s1-arm64-cross has
+    # libgcc_s.so.1), and the .deb would depend on them.
+    control_files=()
+    while read -r owner; do
+        for f in "/var/lib/dpkg/info/$owner.symbols" "/var/lib/dpkg/info/$owner.shlibs"; do
+            if [ -e "$f" ]; then control_files+=("$f"); fi
+        done
+    done < <(ldd "$binary" | awk '$2 == "=>" && $3 ~ /^\// {p = $3; sub(/^\/usr/, "", p); print p; print "/usr" p}' |
+        { xargs dpkg -S 2>/dev/null || true; } | sed 's/: .*//' | sort -u)   # merged /usr: a package ships one of the two
 elif [ "$arch" = arm64 ]; then
     suite=${2:-}
     cross_check_suite "$suite"
