@@ -303,8 +303,9 @@ bridge_started() {
     check -t 120 "the backend's database: test schema, roles; parkwise-bridge migrate --grant as the tables' owner" "$BACKEND; make_database" || return 1
     grep -q "applied " <<<"$OUT" && grep -q "GRANT" <<<"$OUT" || { WHY="migrate --grant said no 'applied' step or no GRANT"$'\n'"$OUT"; return 1; }
     check "the settings edited (DATABASE_URL: the bridge's role; sites: [uniandes]), check-config ok" "$BACKEND; configure_bridge" &&
-    check -t 200 "systemctl enable --now: running as parkwise-bridge, run --migrate finds nothing to do, the gate's status lands in sensor_devices" "$BACKEND; t0=\$(now_ms); systemctl enable --now parkwise-bridge && wait_sql 150 1 \"SELECT count(*) FROM sensor_devices WHERE site = 'uniandes' AND device = 'sys-gate' AND online\" && echo first_row_ms=\$((\$(now_ms) - t0)); rc=\$?; journalctl -u parkwise-bridge --no-pager -o cat | tail -n 20; [ \$rc = 0 ] && [ $(bprop SubState) = running ] && [ \"\$(ps -o user= -p $(bprop MainPID))\" = parkwise-bridge ]" || return 1
+    check -t 200 "systemctl enable --now: running as parkwise-bridge, run --migrate finds nothing to do, the gate's status lands in sensor_devices" "$BACKEND; t0=\$(now_ms); systemctl enable --now parkwise-bridge && wait_sql 150 1 \"SELECT count(*) FROM sensor_devices WHERE site = 'uniandes' AND device = 'sys-gate' AND online\" && echo first_row_ms=\$((\$(now_ms) - t0)); rc=\$?; journalctl -u parkwise-bridge --no-pager -o short-monotonic | tail -n 20; [ \$rc = 0 ] && [ $(bprop SubState) = running ] && [ \"\$(ps -o user= -p $(bprop MainPID))\" = parkwise-bridge ]" || return 1
     timed "bridge: enable --now to the first row" "$(field first_row_ms) ms"
+    grep '^\[' <<<"$OUT" | sed 's/^/      /'   # the bridge's start, in its journal (seconds since the guest's boot)
 }
 
 bridge_events() {
