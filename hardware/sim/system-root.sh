@@ -4,7 +4,8 @@
 #   installed:   systemd (PID 1), udev, kmod, mosquitto and its clients, busybox (usleep for guest/lib.sh), procps,
 #                postgresql (Debian's 15, its cluster 15/main: the backend's database for the bridge);
 #   downloaded:  the Depends of each DEB (the agent's, the bridge's) and gpiod (apt-get --download-only: in
-#                /var/cache/apt/archives with the apt lists, so `apt install ./DEB` in the guest resolves them with no network, as an installer's apt would);
+#                /var/cache/apt/archives with the apt lists, so `apt install ./DEB` in the guest resolves them with no
+#                network, as an installer's apt would);
 #   the kernel:  setup.sh's linux-image unpacked (its modules for udev and modprobe), gpio-sim.ko and irq_sim.ko in
 #                /lib/modules/<release>/updates, depmod run.
 # Nothing of the harness is in the image: guest/system/init copies it in at every boot (so a harness change needs no
