@@ -4,9 +4,9 @@
 #     ~/.cache/parkwise-cross: keeps the source compiling on 6.0 as well as on the host's toolchain);
 #  2. smoke-tests it under qemu-aarch64-static: version, check-config of every example, a replayed
 #     trace published to a loopback mosquitto and the events checked;
-#  3. builds the amd64 and arm64 .debs and runs lintian (no errors, no warnings);
-#  4. install -> configure -> upgrade -> remove -> purge of the amd64 .deb in a throwaway Debian 12
-#     root (debootstrap with systemd, cached as a tarball), checking user, groups, conffile, unit and state dir.
+#  3. builds the amd64 and arm64 .debs, the agent's and the bridge's, and runs lintian (no errors, no warnings);
+#  4. install -> configure -> upgrade -> remove -> purge of each .deb in a throwaway Debian root of its release and
+#     architecture (debootstrap with systemd, cached as a tarball), checking user, groups, settings, unit and state dir.
 # Prints each step's wall time.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -106,6 +106,13 @@ PARKWISE_DEB_OUT=$debs bash deploy/package/make-deb.sh arm64 trixie >/dev/null
 timing "arm64 .deb (trixie)"
 PARKWISE_DEB_OUT=$debs bash deploy/package/make-deb.sh >/dev/null
 timing "amd64 .deb (host build)"
+# The bridge (libpq, libmosquitto): for the backend's host, amd64 or arm64.
+PARKWISE_DEB_OUT=$debs bash deploy/package/make-deb.sh parkwise-bridge >/dev/null
+timing "amd64 bridge .deb (host build)"
+PARKWISE_DEB_OUT=$debs bash deploy/package/make-deb.sh parkwise-bridge arm64 bookworm >/dev/null
+timing "arm64 bridge .deb (bookworm)"
+PARKWISE_DEB_OUT=$debs bash deploy/package/make-deb.sh parkwise-bridge arm64 trixie >/dev/null
+timing "arm64 bridge .deb (trixie)"
 lintian --fail-on error,warning "$debs"/*.deb >"$log" 2>&1 || { cat "$log" >&2; fail "lintian"; }
 # The units' hardening: exposure at most 2.0 (systemd-analyze's scale: 20 tenths), the agent's and the bridge's.
 for unit in deploy/systemd/parkwise-agent.service deploy/systemd/parkwise-bridge.service; do
@@ -114,15 +121,17 @@ for unit in deploy/systemd/parkwise-agent.service deploy/systemd/parkwise-bridge
 done
 timing "lintian, systemd-analyze security"
 ls -l "$debs" >&2
-# PARKWISE_CI_DEBS=DIR: the packages kept there for the next step of .ci/run (the system test installs the amd64 one).
+# PARKWISE_CI_DEBS=DIR: the packages kept there for the next step of .ci/run (the system test installs the amd64 ones).
 if [ -n "${PARKWISE_CI_DEBS:-}" ]; then mkdir -p "$PARKWISE_CI_DEBS" && cp "$debs"/*.deb "$PARKWISE_CI_DEBS/"; fi
 
 # 4. Install, upgrade, remove, purge in throwaway Debian roots: the amd64 package, and the arm64 ones the boards get
 #    (bookworm and trixie), each in an arm64 root of its release run under qemu-user (deploy/package/install-cycle.sh).
-bash deploy/package/install-cycle.sh amd64 bookworm "$(find "$debs" -name '*_amd64.deb' -print -quit)"
-timing "install/upgrade/remove/purge (Debian 12 root, amd64)"
-bash deploy/package/install-cycle.sh arm64 bookworm "$(find "$debs" -name '*+deb12_arm64.deb' -print -quit)"
-timing "install/upgrade/remove/purge (Debian 12 root, arm64 under qemu-user)"
-bash deploy/package/install-cycle.sh arm64 trixie "$(find "$debs" -name '*+deb13_arm64.deb' -print -quit)"
-timing "install/upgrade/remove/purge (Debian 13 root, arm64 under qemu-user)"
+for package in parkwise-agent parkwise-bridge; do
+    bash deploy/package/install-cycle.sh amd64 bookworm "$(find "$debs" -name "${package}_*_amd64.deb" -print -quit)"
+    timing "$package install/upgrade/remove/purge (Debian 12 root, amd64)"
+    bash deploy/package/install-cycle.sh arm64 bookworm "$(find "$debs" -name "${package}_*+deb12_arm64.deb" -print -quit)"
+    timing "$package install/upgrade/remove/purge (Debian 12 root, arm64 under qemu-user)"
+    bash deploy/package/install-cycle.sh arm64 trixie "$(find "$debs" -name "${package}_*+deb13_arm64.deb" -print -quit)"
+    timing "$package install/upgrade/remove/purge (Debian 13 root, arm64 under qemu-user)"
+done
 echo "ci-arm64: ok" >&2

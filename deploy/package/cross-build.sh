@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Cross-builds the arm64 agent for a Raspberry Pi on this x86_64 Debian 12 machine, from Debian's own
-# packages only (how and why: deploy/package/README.md):
+# Cross-builds the arm64 agent for a Raspberry Pi (or the bridge for an arm64 backend host) on this x86_64 Debian 12
+# machine, from Debian's own packages only (how and why: deploy/package/README.md):
 #   deploy/package/cross-build.sh bookworm   # Raspberry Pi OS 12: glibc 2.36, libgpiod 1.6
 #   deploy/package/cross-build.sh trixie     # Raspberry Pi OS 13: glibc 2.41, libgpiod 2.x
+#   deploy/package/cross-build.sh bookworm parkwise-bridge   # the bridge (libpq), same sysroot
 # The last line of output is the stripped aarch64 binary's path. Needs root (debootstrap, chroot).
 # Work is cached in ~/.cache/parkwise-cross (PARKWISE_CROSS_CACHE): a trixie chroot with swiftlang
 # 6.0.3, the suite's arm64 sysroot, a Swift SDK bundle and SwiftPM's build directory; a second run
@@ -13,7 +14,12 @@ src=$PWD
 # shellcheck source=deploy/package/cross-env.sh
 source deploy/package/cross-env.sh
 suite=${1:-}
+product=${2:-parkwise-agent}
 cross_check_suite "$suite"
+case $product in
+    parkwise-agent | parkwise-bridge) ;;
+    *) echo "usage: ${0##*/} bookworm|trixie [parkwise-agent|parkwise-bridge]" >&2; exit 64 ;;
+esac
 [ "$(id -u)" -eq 0 ] || { echo "cross-build: needs root (debootstrap, chroot): sudo $0 $suite" >&2; exit 1; }
 
 started=$SECONDS
@@ -74,12 +80,17 @@ if [ ! -e "$apt_dir/lists/.fresh" ] || [ -n "${PARKWISE_CROSS_REFRESH:-}" ]; the
 fi
 
 # 2. The arm64 sysroot: the suite's libraries and headers, as on the board.
+# libpq and what it loads (Kerberos, LDAP, GnuTLS) for the bridge: linked, and run under qemu for its man page.
 case "$suite" in
-    bookworm) packages=(libgcc-12-dev libstdc++-12-dev libgpiod2 libssl3) ;;
-    trixie) packages=(libgcc-14-dev libstdc++-14-dev libgpiod3 libssl3t64 zlib1g libzstd1) ;;
+    bookworm) packages=(libgcc-12-dev libstdc++-12-dev libgpiod2 libssl3 libldap-2.5-0 libgnutls30 libunistring2
+        libnettle8 libhogweed6) ;;
+    trixie) packages=(libgcc-14-dev libstdc++-14-dev libgpiod3 libssl3t64 zlib1g libzstd1 libldap2 libgnutls30t64
+        libunistring5 libnettle8t64 libhogweed6t64) ;;
 esac
 packages+=(libc6 libc6-dev linux-libc-dev libcrypt1 libcrypt-dev libgcc-s1 libstdc++6 libatomic1
-    libgpiod-dev libmosquitto1 libmosquitto-dev libcjson1 libyaml-0-2 libyaml-dev)
+    libgpiod-dev libmosquitto1 libmosquitto-dev libcjson1 libyaml-0-2 libyaml-dev
+    libpq5 libpq-dev libssl-dev libgssapi-krb5-2 libkrb5-3 libk5crypto3 libkrb5support0 libcom-err2 libkeyutils1
+    libsasl2-2 libidn2-0 libp11-kit0 libtasn1-6 libgmp10 libffi8)
 sysroot=$px/sysroot-$suite
 if [ "$(cat "$sysroot/.parkwise-ready" 2>/dev/null)" != "${packages[*]}" ]; then
     rm -rf "$sysroot"
@@ -223,7 +234,7 @@ JSON
 # 5. The build: the sources synced into the chroot (mtimes kept: SwiftPM rebuilds what changed).
 mkdir -p "$px/src"
 quiet rsync -a --delete --exclude=/.build --exclude=/.git --exclude=/.swiftpm --exclude=/.sim "$src/" "$px/src/"
-out=$(cross_binary "$suite")
+out=$(cross_binary "$suite" "$product")
 # The same sources (by content: a checkout of an older commit keeps older mtimes) as the binary already built from
 # them: that binary, no build (ci-arm64.sh and make-deb.sh both ask for it, one after the other).
 # (The sysroot's packages, by their control files, count too: a newer libgpiod or libc means a new link.)
@@ -231,7 +242,7 @@ sources=$( (cd "$px/src" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0
             find "$(cross_sysroot "$suite")/.control" -name control -print0 | LC_ALL=C sort -z | xargs -0 cat) |
           sha256sum | cut -d' ' -f1)
 if [ -f "$out" ] && [ "$(cat "$out.sources" 2>/dev/null)" = "$sources" ]; then
-    printf 'cross-build: %s for %s unchanged since its last build, reused (%s)\n' parkwise-agent "$suite" "$out" >&2
+    printf 'cross-build: %s for %s unchanged since its last build, reused (%s)\n' "$product" "$suite" "$out" >&2
     echo "$out"
     exit 0
 fi
@@ -239,14 +250,14 @@ pc=$CROSS_IN/sysroot-$suite
 quiet in_chroot sh -c "cd $CROSS_IN/src && exec env \
     PKG_CONFIG_PATH=$pc/usr/lib/aarch64-linux-gnu/pkgconfig:$pc/usr/share/pkgconfig PKG_CONFIG_SYSROOT_DIR=$pc \
     PARKWISE_LIBGPIOD=$(cross_libgpiod "$suite") \
-    swift build -c release --product parkwise-agent --static-swift-stdlib -Xlinker --strip-all -Xlinker -znow \
+    swift build -c release --product $product --static-swift-stdlib -Xlinker --strip-all -Xlinker -znow \
         --swift-sdks-path $CROSS_IN/sdk-$suite --swift-sdk parkwise-$suite-aarch64 \
         --scratch-path $CROSS_IN/build-$suite"
 timing "swift build -c release (6.0.3, aarch64)"
-bin=$px/build-$suite/aarch64-unknown-linux-gnu/release/parkwise-agent
+bin=$px/build-$suite/aarch64-unknown-linux-gnu/release/$product
 cp "$bin" "$out.new"
 mv "$out.new" "$out"
 echo "$sources" >"$out.sources"
-printf 'cross-build: %s for %s in %d s (%s bytes); log %s\n' "parkwise-agent" "$suite" \
+printf 'cross-build: %s for %s in %d s (%s bytes); log %s\n' "$product" "$suite" \
     $((SECONDS - started)) "$(stat -c %s "$out")" "$log" >&2
 echo "$out"

@@ -14,7 +14,7 @@ cross_check_suite() {
     esac
 }
 cross_sysroot() { echo "$CROSS_CHROOT$CROSS_IN/sysroot-$1"; }   # as seen from the host (qemu -L)
-cross_binary() { echo "$CROSS_CACHE/out/$1/parkwise-agent"; }
+cross_binary() { echo "$CROSS_CACHE/out/$1/${2:-parkwise-agent}"; }   # SUITE [PRODUCT]
 cross_libgpiod() { [ "$1" = bookworm ] && echo 1 || echo 2; }
 cross_debian_release() { [ "$1" = bookworm ] && echo 12 || echo 13; }
 

@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
-"""Writes parkwise-agent(1) in roff from the agent's own `help` output, so the man page never drifts
-from the CLI. The agent is run as given (e.g. under qemu-aarch64-static for an arm64 build).
+"""Writes parkwise-agent(1) or parkwise-bridge(1) in roff from the program's own `help` output, so the man
+page never drifts from the CLI. The program is run as given (e.g. under qemu-aarch64-static for an arm64
+build); its name is the program file's, its version what `--version` prints. FILE:TEXT arguments make the FILES
+section.
 
-    help2man.py DATE -- COMMAND...      e.g. help2man.py 2026-12-01 -- .build/release/parkwise-agent
+    help2man.py DATE [FILE:TEXT...] -- COMMAND...
+    e.g. help2man.py 2026-12-01 "/etc/parkwise-agent/agent.yaml:The configuration." -- .build/release/parkwise-agent
 """
 import re
 import subprocess
@@ -57,20 +60,22 @@ def options(rows):
 
 
 def main():
-    date, command = sys.argv[1], sys.argv[sys.argv.index("--") + 1:]
+    split = sys.argv.index("--")
+    date, files, command = sys.argv[1], sys.argv[2:split], sys.argv[split + 1:]
     top, _, _, sections = parse(run(command, "help"))
-    version = run(command, "version").split()[1]
+    program, version = command[-1].rsplit("/", 1)[-1], run(command, "--version").split()[-1]
+    me = roff(program)
     name = top.partition(": ")[0]
     page = [
-        f'.TH PARKWISE\\-AGENT 1 "{date}" "parkwise\\-agent {version}" "User Commands"',
-        ".SH NAME", "parkwise\\-agent \\- " + roff(name),
+        f'.TH {me.upper()} 1 "{date}" "{me} {version}" "User Commands"',
+        ".SH NAME", me + " \\- " + roff(name),
         ".SH SYNOPSIS",
-        ".B parkwise\\-agent",
+        ".B " + me,
         ".I subcommand",
         "[\\fIoptions\\fR]",
         ".SH DESCRIPTION", roff(top if top.endswith(".") else top + "."),
         ".PP",
-        "Generated from \\fBparkwise\\-agent help\\fR and \\fBparkwise\\-agent help\\fR \\fIsubcommand\\fR.",
+        f"Generated from \\fB{me} help\\fR and \\fB{me} help\\fR \\fIsubcommand\\fR.",
         ".SH OPTIONS", *options(sections.get("OPTIONS", [])),
         ".SH SUBCOMMANDS",
     ]
@@ -86,13 +91,13 @@ def main():
             page += [".PP", "Arguments:", ".RS", *options(subsections["ARGUMENTS"]), ".RE"]
         if subsections.get("OPTIONS"):
             page += [".PP", "Options:", ".RS", *options(subsections["OPTIONS"]), ".RE"]
+    page += [".SS help", f"Show help for a subcommand: \\fB{me} help\\fR \\fIsubcommand\\fR.", ".SH FILES"]
+    for file in files:
+        path, _, text = file.partition(":")
+        page += [".TP", f"\\fI{roff(path)}\\fR", roff(text)]
     page += [
-        ".SS help", "Show help for a subcommand: \\fBparkwise\\-agent help\\fR \\fIsubcommand\\fR.",
-        ".SH FILES",
-        ".TP", "\\fI/etc/parkwise\\-agent/agent.yaml\\fR", "The configuration the service runs with.",
-        ".TP", "\\fI/var/lib/parkwise\\-agent\\fR", "Outbox and counters of the service.",
         ".SH SEE ALSO",
-        "\\fBsystemctl\\fR(1), \\fBjournalctl\\fR(1), \\fI/usr/share/doc/parkwise\\-agent/README.md\\fR",
+        f"\\fBsystemctl\\fR(1), \\fBjournalctl\\fR(1), \\fI/usr/share/doc/{me}/README.md\\fR",
     ]
     sys.stdout.write("\n".join(page) + "\n")
 

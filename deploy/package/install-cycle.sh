@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The package's life on a board, in a throwaway Debian root of the board's architecture: install (postinst: user,
-# groups, directories, the template config, its hint), upgrades (the board's config and outbox kept, no prompt),
-# remove (the outbox kept and said), reinstall, purge (what Debian policy says), and an upgrade from the release whose
-# config was a conffile.
+# A package's life on its host, in a throwaway Debian root of the host's architecture: install (postinst: user,
+# groups, directories, the settings from the templates, its hint), upgrades (the settings and state kept, no prompt),
+# remove, reinstall, purge (what Debian policy says); for the agent also its outbox (kept and said at a remove) and an
+# upgrade from the release whose config was a conffile. The package is the .deb's (parkwise-agent or parkwise-bridge).
 #   deploy/package/install-cycle.sh amd64 bookworm parkwise-agent_X_amd64.deb
+#   deploy/package/install-cycle.sh amd64 bookworm parkwise-bridge_X_amd64.deb
 #   deploy/package/install-cycle.sh arm64 bookworm parkwise-agent_X_arm64.deb   # under qemu-user (binfmt_misc)
 # The root is made once with debootstrap and cached as a tar in ~/.cache/parkwise-cross (PARKWISE_CROSS_CACHE).
 set -euo pipefail
@@ -13,6 +14,20 @@ arch=${1:?usage: install-cycle.sh ARCH SUITE DEB}
 suite=${2:?usage: install-cycle.sh ARCH SUITE DEB}
 deb=${3:?usage: install-cycle.sh ARCH SUITE DEB}
 [ -f "$deb" ] || { echo "install-cycle: no package $deb" >&2; exit 1; }
+package=$(dpkg-deb -f "$deb" Package)
+# What the package makes, by its settings (path owner:group:mode, each from /usr/share/PACKAGE/its name), its user and
+# the postinst's closing hint.
+case $package in
+    parkwise-agent)
+        user=parkwise
+        settings=("/etc/parkwise-agent/agent.yaml root:parkwise:640")
+        hint="  sudo parkwise-agent check-config /etc/parkwise-agent/agent.yaml && sudo systemctl enable --now parkwise-agent" ;;
+    parkwise-bridge)
+        user=parkwise-bridge
+        settings=("/etc/parkwise-bridge/environment root:root:600" "/etc/parkwise-bridge/bridge.yaml root:parkwise-bridge:640")
+        hint="  sudo parkwise-bridge check-config /etc/parkwise-bridge/bridge.yaml && sudo systemctl enable --now parkwise-bridge" ;;
+    *) echo "install-cycle: $deb is $package, not parkwise-agent or parkwise-bridge" >&2; exit 1 ;;
+esac
 work=$(mktemp -d /tmp/parkwise-cycle.XXXXXX)
 binfmt_added=
 cleanup() {
@@ -20,7 +35,7 @@ cleanup() {
     if [ -n "$binfmt_added" ]; then echo -1 >"/proc/sys/fs/binfmt_misc/$binfmt_added" || true; fi
 }
 trap cleanup EXIT
-fail() { echo "install-cycle ($arch, $suite): FAIL: $*" >&2; exit 1; }
+fail() { echo "install-cycle ($package, $arch, $suite): FAIL: $*" >&2; exit 1; }
 log=$work/log
 : >"$log"
 
@@ -55,86 +70,122 @@ root=$work/root
 mkdir -p "$root"
 tar -C "$root" -xf "$base"
 cp "$deb" "$root/tmp/v1.deb"
-# The upgrade: the same package with a higher version (its agent.yaml unchanged, as in a bug-fix release).
+# The upgrade: the same package with a higher version (its templates unchanged, as in a bug-fix release).
 dpkg-deb -R "$deb" "$work/v2"
 sed -i 's/^Version: \(.*\)/Version: \1+ci1/' "$work/v2/DEBIAN/control"
 dpkg-deb --root-owner-group --build "$work/v2" "$root/tmp/v2.deb" >/dev/null
-# A second upgrade that changes the shipped template: the board's config is its own (no conffile), so the upgrade
-# asks nothing (stdin closed, no --force-conf* option: what an unattended upgrade must get through) and leaves it.
+# A second upgrade that changes the shipped templates: the settings are the host's own (no conffiles), so the upgrade
+# asks nothing (stdin closed, no --force-conf* option: what an unattended upgrade must get through) and leaves them.
 sed -i 's/+ci1$/+ci2/' "$work/v2/DEBIAN/control"
-echo "# v3" >>"$work/v2/usr/share/parkwise-agent/agent.yaml"
+for setting in "${settings[@]}"; do
+    path=${setting%% *}
+    echo "# v3" >>"$work/v2/usr/share/$package/${path##*/}"
+done
 (cd "$work/v2" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | LC_ALL=C sort -z | xargs -0 md5sum) \
     >"$work/v2/DEBIAN/md5sums"
 dpkg-deb --root-owner-group --build "$work/v2" "$root/tmp/v3.deb" >/dev/null
-# A package of before the config left the conffiles (0.1.0 shipped /etc/parkwise-agent/agent.yaml as one): a lower
-# version with the template as that conffile.
-dpkg-deb -R "$deb" "$work/v0"
-sed -i 's/^Version: \(.*\)/Version: \1~conffile/' "$work/v0/DEBIAN/control"
-install -D -m 0640 "$work/v0/usr/share/parkwise-agent/agent.yaml" "$work/v0/etc/parkwise-agent/agent.yaml"
-echo /etc/parkwise-agent/agent.yaml >"$work/v0/DEBIAN/conffiles"
-chmod 0644 "$work/v0/DEBIAN/conffiles"
-(cd "$work/v0" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | LC_ALL=C sort -z | xargs -0 md5sum) \
-    >"$work/v0/DEBIAN/md5sums"
-dpkg-deb --root-owner-group --build "$work/v0" "$root/tmp/v0.deb" >/dev/null
+# A package of before the config left the conffiles (the agent's 0.1.0 shipped /etc/parkwise-agent/agent.yaml as one):
+# a lower version with the template as that conffile.
+if [ "$package" = parkwise-agent ]; then
+    dpkg-deb -R "$deb" "$work/v0"
+    sed -i 's/^Version: \(.*\)/Version: \1~conffile/' "$work/v0/DEBIAN/control"
+    install -D -m 0640 "$work/v0/usr/share/parkwise-agent/agent.yaml" "$work/v0/etc/parkwise-agent/agent.yaml"
+    echo /etc/parkwise-agent/agent.yaml >"$work/v0/DEBIAN/conffiles"
+    chmod 0644 "$work/v0/DEBIAN/conffiles"
+    (cd "$work/v0" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | LC_ALL=C sort -z | xargs -0 md5sum) \
+        >"$work/v0/DEBIAN/md5sums"
+    dpkg-deb --root-owner-group --build "$work/v0" "$root/tmp/v0.deb" >/dev/null
+fi
 in_root() { chroot_run "$root" "$@"; }
-unit=/lib/systemd/system/parkwise-agent.service
+unit=/lib/systemd/system/$package.service
+[ "$suite" = bookworm ] || unit=/usr/lib/systemd/system/$package.service
 check() { in_root sh -c "$1" >"$log" 2>&1 || { cat "$log" >&2; fail "after $2: $1"; }; }
+# check_settings STEP: each setting there with its owner and mode.
+check_settings() {
+    local setting
+    for setting in "${settings[@]}"; do
+        check "[ \"\$(stat -c %U:%G:%a ${setting%% *})\" = ${setting#* } ]" "$1"
+    done
+}
+# check_edits STEP [not]: the edit made on site is (not) in every setting, and no template's "# v3" line.
+check_edits() {
+    local setting
+    for setting in "${settings[@]}"; do
+        check "grep '# edited on site' ${setting%% *} && ! grep '# v3' ${setting%% *}" "$1"
+    done
+}
 
 in_root apt-get install -y -q --no-install-recommends /tmp/v1.deb >"$work/install.log" 2>&1 ||
     { cat "$work/install.log" >&2; fail "install"; }
-grep -F "  sudo parkwise-agent check-config /etc/parkwise-agent/agent.yaml && sudo systemctl enable --now parkwise-agent" \
-    "$work/install.log" >/dev/null || { cat "$work/install.log" >&2; fail "postinst's closing hint"; }
-check 'id -nG parkwise | grep -w gpio && id -nG parkwise | grep -w parkwise' install
-check '[ "$(stat -c %U:%G:%a /var/lib/parkwise-agent)" = parkwise:parkwise:750 ]' install
-check '[ "$(stat -c %U:%G:%a /etc/parkwise-agent/agent.yaml)" = root:parkwise:640 ]' install
-check "[ -f $unit ] && [ -f /lib/udev/rules.d/60-parkwise-agent-gpio.rules ]" install
-# The hint's first command, as typed (systemctl needs a booted system, not a chroot): refused until the installer
-# sets the board's device id, then ok.
-check 'parkwise-agent check-config /etc/parkwise-agent/agent.yaml; [ $? = 78 ]' install
-check 'parkwise-agent check-config /etc/parkwise-agent/agent.yaml 2>&1 | grep "device is empty"' install
-check 'sed -i "s/^device: .*/device: ci-gate/" /etc/parkwise-agent/agent.yaml && parkwise-agent check-config /etc/parkwise-agent/agent.yaml' install
-check "systemd-analyze verify $unit" install
-check 'man -w parkwise-agent || [ -f /usr/share/man/man1/parkwise-agent.1.gz ]' install
-check 'echo "# edited on site" >> /etc/parkwise-agent/agent.yaml && touch /var/lib/parkwise-agent/outbox-marker' edit
+grep -F "$hint" "$work/install.log" >/dev/null || { cat "$work/install.log" >&2; fail "postinst's closing hint"; }
+check_settings install
+check "[ -f $unit ] && systemd-analyze verify $unit" install
+check "man -w $package || [ -f /usr/share/man/man1/$package.1.gz ]" install
+etc=/etc/$package
+if [ "$package" = parkwise-agent ]; then
+    check 'id -nG parkwise | grep -w gpio && id -nG parkwise | grep -w parkwise' install
+    check '[ "$(stat -c %U:%G:%a /var/lib/parkwise-agent)" = parkwise:parkwise:750 ]' install
+    check "[ -f ${unit%/systemd/*}/udev/rules.d/60-parkwise-agent-gpio.rules ]" install
+    # The hint's first command, as typed (systemctl needs a booted system, not a chroot): refused until the installer
+    # sets the board's device id, then ok.
+    check 'parkwise-agent check-config /etc/parkwise-agent/agent.yaml; [ $? = 78 ]' install
+    check 'parkwise-agent check-config /etc/parkwise-agent/agent.yaml 2>&1 | grep "device is empty"' install
+    check 'sed -i "s/^device: .*/device: ci-gate/" /etc/parkwise-agent/agent.yaml && parkwise-agent check-config /etc/parkwise-agent/agent.yaml' install
+    check 'touch /var/lib/parkwise-agent/outbox-marker' edit
+else
+    check "[ \"\$(stat -c %U:%G:%a $etc)\" = root:parkwise-bridge:750 ] && id parkwise-bridge" install
+    # The template's settings are valid as shipped; the service, as systemd starts it with them (DATABASE_URL left
+    # empty), refuses with a usage error (64: not restarted) that names what to set.
+    check "parkwise-bridge check-config $etc/bridge.yaml" install
+    check "set -a; . $etc/environment; parkwise-bridge run --migrate --broker \"\$BROKER_URL\" --config $etc/bridge.yaml 2>&1; [ \$? = 64 ]" install
+    check "set -a; . $etc/environment; parkwise-bridge run --broker \"\$BROKER_URL\" --config $etc/bridge.yaml 2>&1 | grep DATABASE_URL" install
+fi
+for setting in "${settings[@]}"; do check "echo '# edited on site' >> ${setting%% *}" edit; done
 
 in_root dpkg -i /tmp/v2.deb >"$log" 2>&1 || { cat "$log" >&2; fail "upgrade"; }
-check 'grep "# edited on site" /etc/parkwise-agent/agent.yaml' upgrade
-check '[ "$(stat -c %U:%G:%a /etc/parkwise-agent/agent.yaml)" = root:parkwise:640 ]' upgrade
-check '[ -e /var/lib/parkwise-agent/outbox-marker ] && id parkwise' upgrade
-check "dpkg-query -W -f='\${Version}' parkwise-agent | grep '+ci1\$' && [ -f $unit ]" upgrade
+check_edits upgrade
+check_settings upgrade
+check "id $user && dpkg-query -W -f='\${Version}' $package | grep '+ci1\$' && [ -f $unit ]" upgrade
+[ "$package" = parkwise-bridge ] || check '[ -e /var/lib/parkwise-agent/outbox-marker ]' upgrade
 
-in_root dpkg -i /tmp/v3.deb </dev/null >"$log" 2>&1 || { cat "$log" >&2; fail "upgrade (changed template)"; }
-check 'grep "# edited on site" /etc/parkwise-agent/agent.yaml && ! grep "# v3" /etc/parkwise-agent/agent.yaml' \
-    "upgrade (changed template)"
-check '! ls /etc/parkwise-agent/*.dpkg-* && grep "# v3" /usr/share/parkwise-agent/agent.yaml' "upgrade (changed template)"
+in_root dpkg -i /tmp/v3.deb </dev/null >"$log" 2>&1 || { cat "$log" >&2; fail "upgrade (changed templates)"; }
+check_edits "upgrade (changed templates)"
+check "! ls $etc/*.dpkg-* && grep '# v3' /usr/share/$package/*" "upgrade (changed templates)"
 
-check 'install -d -o parkwise /var/lib/parkwise-agent/outbox && touch /var/lib/parkwise-agent/outbox/outbox.log' "an outbox"
-in_root dpkg -r parkwise-agent >"$log" 2>&1 || { cat "$log" >&2; fail "remove"; }
-grep -F "the outbox in /var/lib/parkwise-agent/outbox (events not delivered yet, if any) is kept" "$log" >/dev/null ||
-    { cat "$log" >&2; fail "remove: no word of the outbox kept"; }
-check "[ ! -e /usr/bin/parkwise-agent ] && [ ! -e $unit ]" remove
-check 'grep "# edited on site" /etc/parkwise-agent/agent.yaml' remove
-check 'id parkwise && [ -e /var/lib/parkwise-agent/outbox-marker ]' remove
-# A reinstall after the remove keeps the board's config (no template over it).
+if [ "$package" = parkwise-agent ]; then
+    check 'install -d -o parkwise /var/lib/parkwise-agent/outbox && touch /var/lib/parkwise-agent/outbox/outbox.log' "an outbox"
+fi
+in_root dpkg -r "$package" >"$log" 2>&1 || { cat "$log" >&2; fail "remove"; }
+if [ "$package" = parkwise-agent ]; then
+    grep -F "the outbox in /var/lib/parkwise-agent/outbox (events not delivered yet, if any) is kept" "$log" >/dev/null ||
+        { cat "$log" >&2; fail "remove: no word of the outbox kept"; }
+    check '[ -e /var/lib/parkwise-agent/outbox-marker ]' remove
+fi
+check "[ ! -e /usr/bin/$package ] && [ ! -e $unit ] && id $user" remove
+check_edits remove
+# A reinstall after the remove keeps the host's settings (no template over them).
 in_root dpkg -i /tmp/v3.deb </dev/null >"$log" 2>&1 || { cat "$log" >&2; fail "reinstall"; }
-check 'grep "# edited on site" /etc/parkwise-agent/agent.yaml' reinstall
-check 'echo "username=ci-gate" > /etc/parkwise-agent/credentials && chown parkwise: /etc/parkwise-agent/credentials' \
-    "credentials added"
+check_edits reinstall
+check_settings reinstall
+check "echo 'username=ci' > $etc/credentials && chown $user: $etc/credentials" "credentials added"
 
-in_root dpkg -P parkwise-agent >"$log" 2>&1 || { cat "$log" >&2; fail "purge"; }
+in_root dpkg -P "$package" >"$log" 2>&1 || { cat "$log" >&2; fail "purge"; }
 # The user stays (the credentials kept below are its files: a freed uid could hand them to another package's user).
-check 'getent passwd parkwise && getent group gpio' purge
-check '[ ! -e /var/lib/parkwise-agent ] && [ ! -e /etc/parkwise-agent/agent.yaml ]' purge
-check '[ "$(stat -c %U /etc/parkwise-agent/credentials)" = parkwise ]' purge
-# From the conffile era: the edited config stays, the upgrade asks nothing (stdin closed, no --force-conf*), dpkg keeps
-# the file as an obsolete conffile, and the purge takes it.
-in_root dpkg -i /tmp/v0.deb </dev/null >"$log" 2>&1 || { cat "$log" >&2; fail "install (conffile era)"; }
-check 'echo "# edited in the conffile era" >> /etc/parkwise-agent/agent.yaml' "install (conffile era)"
-in_root dpkg -i /tmp/v3.deb </dev/null >"$log" 2>&1 || { cat "$log" >&2; fail "upgrade from the conffile era"; }
-check 'grep "# edited in the conffile era" /etc/parkwise-agent/agent.yaml && ! ls /etc/parkwise-agent/*.dpkg-*' \
-    "upgrade from the conffile era"
-check "dpkg-query -W -f='\${Conffiles}' parkwise-agent | grep '/etc/parkwise-agent/agent.yaml .* obsolete'" \
-    "upgrade from the conffile era"
-in_root dpkg -P parkwise-agent >"$log" 2>&1 || { cat "$log" >&2; fail "purge (after the conffile era)"; }
-check '[ ! -e /etc/parkwise-agent/agent.yaml ] && [ ! -e /var/lib/parkwise-agent ]' "purge (after the conffile era)"
-echo "install-cycle ($arch, $suite): ok" >&2
+check "getent passwd $user" purge
+for setting in "${settings[@]}"; do check "[ ! -e ${setting%% *} ]" purge; done
+check "[ \"\$(stat -c %U $etc/credentials)\" = $user ]" purge
+[ "$package" = parkwise-bridge ] || check 'getent group gpio && [ ! -e /var/lib/parkwise-agent ]' purge
+if [ "$package" = parkwise-agent ]; then
+    # From the conffile era: the edited config stays, the upgrade asks nothing (stdin closed, no --force-conf*), dpkg
+    # keeps the file as an obsolete conffile, and the purge takes it.
+    in_root dpkg -i /tmp/v0.deb </dev/null >"$log" 2>&1 || { cat "$log" >&2; fail "install (conffile era)"; }
+    check 'echo "# edited in the conffile era" >> /etc/parkwise-agent/agent.yaml' "install (conffile era)"
+    in_root dpkg -i /tmp/v3.deb </dev/null >"$log" 2>&1 || { cat "$log" >&2; fail "upgrade from the conffile era"; }
+    check 'grep "# edited in the conffile era" /etc/parkwise-agent/agent.yaml && ! ls /etc/parkwise-agent/*.dpkg-*' \
+        "upgrade from the conffile era"
+    check "dpkg-query -W -f='\${Conffiles}' parkwise-agent | grep '/etc/parkwise-agent/agent.yaml .* obsolete'" \
+        "upgrade from the conffile era"
+    in_root dpkg -P parkwise-agent >"$log" 2>&1 || { cat "$log" >&2; fail "purge (after the conffile era)"; }
+    check '[ ! -e /etc/parkwise-agent/agent.yaml ] && [ ! -e /var/lib/parkwise-agent ]' "purge (after the conffile era)"
+fi
+echo "install-cycle ($package, $arch, $suite): ok" >&2

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# system-root.sh CACHE DEB: the system test's Debian bookworm root as a raw ext4 disk image (cached), for booting with
-# systemd as PID 1 under setup.sh's kernel (CACHE: setup.sh's directory). Made with debootstrap from Debian's mirror:
-#   installed:   systemd (PID 1), udev, kmod, mosquitto and its clients, busybox (usleep for guest/lib.sh), procps;
-#   downloaded:  the Depends of DEB and gpiod (apt-get --download-only: in /var/cache/apt/archives with the apt lists,
-#                so `apt install ./DEB` in the guest resolves them with no network, as an installer's apt would);
+# system-root.sh CACHE DEB...: the system test's Debian bookworm root as a raw ext4 disk image (cached), for booting
+# with systemd as PID 1 under setup.sh's kernel (CACHE: setup.sh's directory). Made with debootstrap from Debian's mirror:
+#   installed:   systemd (PID 1), udev, kmod, mosquitto and its clients, busybox (usleep for guest/lib.sh), procps,
+#                postgresql (Debian's 15, its cluster 15/main: the backend's database for the bridge);
+#   downloaded:  the Depends of each DEB (the agent's, the bridge's) and gpiod (apt-get --download-only: in
+#                /var/cache/apt/archives with the apt lists, so `apt install ./DEB` in the guest resolves them with no
+#                network, as an installer's apt would);
 #   the kernel:  setup.sh's linux-image unpacked (its modules for udev and modprobe), gpio-sim.ko and irq_sim.ko in
 #                /lib/modules/<release>/updates, depmod run.
 # Nothing of the harness is in the image: guest/system/init copies it in at every boot (so a harness change needs no
@@ -14,7 +16,7 @@
 # PARKWISE_DEBIAN_MIRROR (default http://deb.debian.org/debian) and PARKWISE_DEBIAN_SECURITY_MIRROR
 # (http://deb.debian.org/debian-security): where debootstrap and the root's apt fetch (the host's own sources).
 set -euo pipefail
-CACHE="$1"; DEB="$2"
+CACHE="$1"; DEBS=("${@:2}")
 HERE="$(cd "$(dirname "$0")" && pwd)"
 log() { echo "system-root: $*" >&2; }
 die() { echo "system-root: FAILED: $*" >&2; exit 1; }
@@ -28,10 +30,14 @@ KREL="$(cat "$CACHE/kernel-release")"
 image_deb="$(find "$CACHE/debs" -name "linux-image-${KREL}_*.deb" -print -quit)"
 [[ -n "$image_deb" ]] || die "no cached linux-image-$KREL .deb in $CACHE/debs (run setup.sh)"
 
-installed=(systemd systemd-sysv udev kmod mosquitto mosquitto-clients busybox procps e2fsprogs)
-# The package's Depends by name (the first of alternatives, versions dropped): what apt must find in the root.
-depends="$(dpkg-deb -f "$DEB" Depends)" || die "cannot read the Depends of $DEB"
-mapfile -t downloaded < <(tr ',' '\n' <<<"$depends" | sed 's/|.*//; s/(.*//; s/[[:space:]]//g' | grep -v '^$')
+(( ${#DEBS[@]} )) || die "usage: system-root.sh CACHE DEB..."
+installed=(systemd systemd-sysv udev kmod mosquitto mosquitto-clients busybox procps e2fsprogs postgresql postgresql-15)
+# The packages' Depends by name (the first of alternatives, versions dropped): what apt must find in the root.
+depends=""
+for deb in "${DEBS[@]}"; do
+    depends+="$(dpkg-deb -f "$deb" Depends)," || die "cannot read the Depends of $deb"
+done
+mapfile -t downloaded < <(tr ',' '\n' <<<"$depends" | sed 's/|.*//; s/(.*//; s/[[:space:]]//g' | grep -v '^$' | sort -u)
 downloaded+=(gpiod)
 declare -A VERSION=()
 # One apt-cache call for all of them (one a package costs a second each).

@@ -14,7 +14,8 @@
 #
 #   bash hardware/sim/system-test.sh
 #
-# PARKWISE_DEB             the amd64 .deb to test (default: built now by deploy/package/make-deb.sh)
+# PARKWISE_DEB             the agent's amd64 .deb to test (default: built now by deploy/package/make-deb.sh)
+# PARKWISE_BRIDGE_DEB      the bridge's amd64 .deb (default: built now by make-deb.sh parkwise-bridge)
 # PARKWISE_VM_CACHE        as run-tests.sh (~/.cache/parkwise-vm): kernel, modules, the root image (system-<key>/)
 # PARKWISE_SYSTEST_CASES   only these cases, by function name (they build on each other: to try a change quickly)
 # PARKWISE_SYSTEST_SHELL   set: after the first boot, guest commands from stdin (one a line, output and exit code
@@ -67,16 +68,23 @@ if [[ -z "$V1" ]]; then
     V1="$(tail -n 1 "$WORK/make-deb.out")"
 fi
 [[ -f "$V1" && "$V1" == *_amd64.deb ]] || cannot_run "no amd64 .deb at '$V1'"
+BRIDGE="${PARKWISE_BRIDGE_DEB:-}"
+if [[ -z "$BRIDGE" ]]; then
+    PARKWISE_DEB_OUT="$WORK/debs" bash "$REPO/deploy/package/make-deb.sh" parkwise-bridge > "$WORK/make-deb.out" \
+        2> "$WORK/make-deb.err" || { cat "$WORK/make-deb.err"; cannot_run "make-deb.sh parkwise-bridge failed"; }
+    BRIDGE="$(tail -n 1 "$WORK/make-deb.out")"
+fi
+[[ -f "$BRIDGE" && "$BRIDGE" == */parkwise-bridge_*_amd64.deb ]] || cannot_run "no parkwise-bridge amd64 .deb at '$BRIDGE'"
 # The newer build of the upgrade case: the same package, its version bumped (as ci-arm64.sh's upgrade cycle does).
 VERSION1="$(dpkg-deb -f "$V1" Version)"
 VERSION2="$VERSION1+systest1"
 dpkg-deb -R "$V1" "$WORK/v2" && sed -i "s/^Version: .*/Version: $VERSION2/" "$WORK/v2/DEBIAN/control" &&
     dpkg-deb --root-owner-group --build "$WORK/v2" "$WORK/v2.deb" > /dev/null || cannot_run "cannot repack $V1 as $VERSION2"
 rm -rf "$WORK/v2"
-timed "the .deb (make-deb.sh) and its newer build" "$((SECONDS - step)) s"
+timed "the .debs (make-deb.sh) and the agent's newer build" "$((SECONDS - step)) s"
 
 step=$SECONDS
-bash "$HERE/system-root.sh" "$CACHE" "$V1" > "$WORK/root.out" || cannot_run "the root image failed (see above)"
+bash "$HERE/system-root.sh" "$CACHE" "$V1" "$BRIDGE" > "$WORK/root.out" || cannot_run "the root image failed (see above)"
 IMAGE="$(tail -n 1 "$WORK/root.out")"
 [[ -f "$IMAGE" ]] || cannot_run "no root image at '$IMAGE'"
 timed "root image (system-root.sh)" "$((SECONDS - step)) s"
@@ -93,9 +101,10 @@ initrd() {  # the stage-1 initramfs into $WORK/initrd.cpio: busybox, block modul
     for m in "${VM_BLOCK_MODULES[@]}"; do cp "$MODS/${m##*/}.ko" "$stage/modules/" && echo "${m##*/}"; done > "$stage/modules/order"
     cp "$HERE/guest/system/init" "$stage/init" && chmod +x "$stage/init" &&
     cp "$HERE/guest/lib.sh" "$HERE/guest/serve.sh" "$stage/files/sim/" &&
-    cp "$HERE/guest/system/serve" "$HERE/guest/system/chips" "$stage/files/sim/system/" &&
+    cp "$HERE/guest/system/serve" "$HERE/guest/system/chips" "$HERE/guest/system/backend" "$stage/files/sim/system/" &&
     cp "$HERE"/guest/system/*.service "$stage/files/etc/systemd/system/" &&
-    cp "$V1" "$stage/files/var/cache/parkwise-sim/" && cp "$WORK/v2.deb" "$stage/files/var/cache/parkwise-sim/" || return 1
+    cp "$V1" "$BRIDGE" "$WORK/v2.deb" "$REPO/deploy/backend/parkwise-test-schema.sql" "$stage/files/var/cache/parkwise-sim/" ||
+        return 1
     (cd "$stage" && find . -mindepth 1 | "$BB" cpio -o -H newc 2>/dev/null) > "$WORK/initrd.cpio"
 }
 initrd || cannot_run "initramfs failed"
@@ -103,6 +112,7 @@ qemu-img create -q -f qcow2 -F raw -b "$IMAGE" "$WORK/disk.qcow2" || cannot_run 
 VM_QEMU_ARGS=(-drive "file=$WORK/disk.qcow2,if=virtio,format=qcow2")
 DEB1="/var/cache/parkwise-sim/$(basename "$V1")"
 DEB2=/var/cache/parkwise-sim/v2.deb
+BRIDGE_DEB="/var/cache/parkwise-sim/$(basename "$BRIDGE")"
 
 BOOTS=0
 # boot: the VM up on the run's disk (a fresh directory for its console and pipes each time).
@@ -340,6 +350,46 @@ purged() {
     check -t 300 "apt purge: state, config, enablement and unit gone; user parkwise and group gpio stay (Debian policy)" "apt-get purge -y parkwise-agent > /tmp/apt.log 2>&1 || { cat /tmp/apt.log; exit 1; }; [ ! -e /var/lib/parkwise-agent ] && [ ! -e /etc/parkwise-agent ] && [ ! -e /etc/systemd/system/multi-user.target.wants/parkwise-agent.service ] && [ ! -e /lib/systemd/system/parkwise-agent.service ] && getent passwd parkwise && getent group gpio && case \"\$(dpkg-query -W -f='\${Status}' parkwise-agent 2>/dev/null)\" in '' | *not-installed) ;; *) false ;; esac; rc=\$?; systemctl status parkwise-agent --no-pager; [ \$rc = 0 ]"
 }
 
+# --- the bridge: its .deb, run by systemd against Debian's PostgreSQL in the guest (guest/system/backend) ---------------
+bprop() { printf '%s' "\$(systemctl show -p $1 --value parkwise-bridge)"; }   # a property of the bridge's unit
+BACKEND=". /sim/system/backend"
+
+bridge_installed() {
+    check -t 600 "apt install ./parkwise-bridge_..._amd64.deb: its Depends from the root's cache, no network" "apt-get install -y --no-install-recommends $BRIDGE_DEB > /tmp/apt.log 2>&1; rc=\$?; cat /tmp/apt.log; [ \$rc = 0 ]" || return 1
+    grep -qF "sudo systemctl enable --now parkwise-bridge" <<<"$OUT" || { WHY="no closing hint from the postinst"$'\n'"$OUT"; return 1; }
+    check "user parkwise-bridge; /etc/parkwise-bridge 0750, environment 0600 root, bridge.yaml 0640; unit not enabled, not running" "id parkwise-bridge && stat -c '%n %U:%G %a' /etc/parkwise-bridge /etc/parkwise-bridge/* && [ \"\$(stat -c %U:%G:%a /etc/parkwise-bridge)\" = root:parkwise-bridge:750 ] && [ \"\$(stat -c %U:%G:%a /etc/parkwise-bridge/environment)\" = root:root:600 ] && [ \"\$(stat -c %U:%G:%a /etc/parkwise-bridge/bridge.yaml)\" = root:parkwise-bridge:640 ] && [ \"\$(systemctl is-enabled parkwise-bridge)\" = disabled ] && ! systemctl is-active parkwise-bridge && parkwise-bridge check-config /etc/parkwise-bridge/bridge.yaml"
+}
+
+bridge_started() {
+    check -t 120 "the backend's database: test schema, roles; parkwise-bridge migrate --grant as the tables' owner" "$BACKEND; make_database" || return 1
+    grep -q "applied " <<<"$OUT" && grep -q "GRANT" <<<"$OUT" || { WHY="migrate --grant said no 'applied' step or no GRANT"$'\n'"$OUT"; return 1; }
+    check "the settings edited (DATABASE_URL: the bridge's role; sites: [uniandes]), check-config ok" "$BACKEND; configure_bridge" &&
+    check -t 200 "systemctl enable --now: running as parkwise-bridge, run --migrate finds nothing to do, the gate's status lands in sensor_devices" "$BACKEND; t0=\$(now_ms); systemctl enable --now parkwise-bridge && wait_sql 150 1 \"SELECT count(*) FROM sensor_devices WHERE site = 'uniandes' AND device = 'sys-gate' AND online\" && echo first_row_ms=\$((\$(now_ms) - t0)); rc=\$?; journalctl -u parkwise-bridge --no-pager -o short-monotonic | tail -n 20; [ \$rc = 0 ] && [ $(bprop SubState) = running ] && [ \"\$(ps -o user= -p $(bprop MainPID))\" = parkwise-bridge ]" || return 1
+    timed "bridge: enable --now to the first row" "$(field first_row_ms) ms"
+    grep '^\[' <<<"$OUT" | sed 's/^/      /'   # the bridge's start, in its journal (seconds since the guest's boot)
+}
+
+bridge_events() {
+    check -t 120 "a car through the gate: its events land in sensor_events" "$BACKEND; echo \$(next_seq) > /root/bridge.from && { $(passage); } && wait_landed 60 \$(cat /root/bridge.from)"
+}
+
+bridge_postgres_restart() {
+    check -t 120 "systemctl restart postgresql, then a car: its events land, the bridge not restarted (same process)" "$BACKEND; pid=$(bprop MainPID); from=\$(next_seq); systemctl restart postgresql && t0=\$(now_ms) && { $(passage); } && wait_landed 90 \$from && echo resumed_ms=\$((\$(now_ms) - t0)) && [ $(bprop MainPID) = \$pid ] && [ $(bprop NRestarts) = 0 ]" || return 1
+    timed "bridge: PostgreSQL restarted to a new car's row" "$(field resumed_ms) ms (the car's own 1.8 s included)"
+    check -t 200 "PostgreSQL down while a car passes: held, and in once it is back, nothing lost; the journal says both" "$BACKEND; pid=$(bprop MainPID); from=\$(next_seq); systemctl stop postgresql && { $(passage); } && systemctl start postgresql && t0=\$(now_ms) && wait_landed 120 \$from && echo resumed_ms=\$((\$(now_ms) - t0)) && [ $(bprop MainPID) = \$pid ] && journalctl -u parkwise-bridge --no-pager -o cat | grep -e 'database unavailable, holding received messages' -e 'database available again'" || return 1
+    timed "bridge: PostgreSQL started to the held car's row" "$(field resumed_ms) ms"
+    grep -q "database available again" <<<"$OUT" || { WHY="the bridge's journal does not say 'database available again'"$'\n'"$OUT"; return 1; }
+}
+
+bridge_security() {
+    check "systemd-analyze security parkwise-bridge (the running unit): exposure 2.0 or less" "systemd-analyze security --no-pager --threshold=20 parkwise-bridge > /tmp/sec.log; rc=\$?; tail -n 1 /tmp/sec.log; [ \$rc = 0 ]" || return 1
+    timed "bridge: systemd-analyze security in the guest" "$(sed -n 's/.*Overall exposure level for parkwise-bridge.service: //p' <<<"$OUT")"
+}
+
+bridge_purged() {
+    check -t 300 "apt purge parkwise-bridge: stopped, settings, unit and enablement gone; user stays; the backend's rows untouched" "$BACKEND; apt-get purge -y parkwise-bridge > /tmp/apt.log 2>&1 || { cat /tmp/apt.log; exit 1; }; ! systemctl is-active parkwise-bridge && [ ! -e /etc/parkwise-bridge ] && [ ! -e /lib/systemd/system/parkwise-bridge.service ] && [ ! -e /etc/systemd/system/multi-user.target.wants/parkwise-bridge.service ] && getent passwd parkwise-bridge && [ \"\$(sql 'SELECT count(*) > 0 FROM sensor_events')\" = t ] && case \"\$(dpkg-query -W -f='\${Status}' parkwise-bridge 2>/dev/null)\" in '' | *not-installed) ;; *) false ;; esac"
+}
+
 boot || cannot_run "the VM did not come up (see its console above)"
 if [[ -n "${PARKWISE_SYSTEST_SHELL:-}" ]]; then   # by hand: guest commands from stdin, one a line, before the cases
     while IFS= read -r line; do g -t 600 "$line"; echo "[exit $?]"; printf '%s' "$OUT"; done
@@ -358,5 +408,11 @@ run_case "upgrade to a newer build: restarted, config/outbox/seq kept" upgraded 
 run_case "reboot of the VM (same disk): enabled at boot, the seq promise kept" rebooted ""
 run_case "MemoryMax=64M holds: the campus config (157 inputs) simulated at high speed" memory_max "rm -rf /etc/systemd/system/parkwise-agent.service.d; systemctl daemon-reload; systemctl restart parkwise-agent; true"
 run_case "no RTC: booted with the clock behind, broker away; NTP sets the clock: waiting events corrected, none with a wrong time" clock_behind "systemctl unmask mosquitto; systemctl start mosquitto parkwise-sim-sub; true"
+run_case "the bridge's .deb: apt install, postinst: user, settings from the templates, unit not enabled" bridge_installed ""
+run_case "the bridge configured, enable --now against Debian's PostgreSQL: migrated, running, first row (timed)" bridge_started ""
+run_case "the bridge: the gate's events land in the backend's tables" bridge_events ""
+run_case "the bridge across PostgreSQL restarts: resumes by itself, nothing lost (timed)" bridge_postgres_restart ""
+run_case "the bridge's unit hardened: systemd-analyze security in the guest <= 2.0" bridge_security ""
+run_case "the bridge purged: what Debian policy says stays" bridge_purged ""
 run_case "remove, then purge: what Debian policy says stays" purged ""
 finish
