@@ -6,7 +6,8 @@
 #     trace published to a loopback mosquitto and the events checked;
 #  3. builds the amd64 and arm64 .debs and runs lintian (no errors, no warnings);
 #  4. install -> configure -> upgrade -> remove -> purge of the amd64 .deb in a throwaway Debian 12
-#     root (debootstrap with systemd, cached as a tarball), checking user, groups, conffile, unit and state dir.
+#     root (debootstrap with systemd, cached as a tarball), checking user, groups, conffile, unit and state dir;
+#  5. the signed apt repository of those .debs in that root: install, unattended upgrade, tampering refused.
 # Prints each step's wall time.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -121,6 +122,10 @@ if [ -n "${PARKWISE_CI_DEBS:-}" ]; then mkdir -p "$PARKWISE_CI_DEBS" && cp "$deb
 #    (bookworm and trixie), each in an arm64 root of its release run under qemu-user (deploy/package/install-cycle.sh).
 bash deploy/package/install-cycle.sh amd64 bookworm "$(find "$debs" -name '*_amd64.deb' -print -quit)"
 timing "install/upgrade/remove/purge (Debian 12 root, amd64)"
+# The signed apt repository of all three, as a board adds it, installs from it and is upgraded unattended from it, and
+# the tampered ones apt refuses (in the amd64 root install-cycle.sh cached just now).
+bash deploy/package/repo-check.sh "$debs"/*.deb
+timing "signed apt repository: install, unattended upgrade, tampering"
 bash deploy/package/install-cycle.sh arm64 bookworm "$(find "$debs" -name '*+deb12_arm64.deb' -print -quit)"
 timing "install/upgrade/remove/purge (Debian 12 root, arm64 under qemu-user)"
 bash deploy/package/install-cycle.sh arm64 trixie "$(find "$debs" -name '*+deb13_arm64.deb' -print -quit)"
