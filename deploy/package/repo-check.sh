@@ -53,8 +53,9 @@ sed -i "s/^Version: .*/Version: $next/" "$work/next/DEBIAN/control"
 dpkg-deb --root-owner-group --build "$work/next" "$work/parkwise-agent_${next}_amd64.deb" >/dev/null
 dpkg --compare-versions "$next" gt "$version" || fail "$next is not above $version"
 
-# The Debian root (cached by install-cycle.sh) with unattended-upgrades, whose .debs are cached by exact version
-# beside it; then Debian's own sources are removed: only the ParkWise repository (on loopback) is left.
+# The Debian root (cached by install-cycle.sh) with unattended-upgrades and what the agent depends on from Debian (a
+# board has Debian's archive), their .debs cached by exact version beside it; then Debian's own sources are removed:
+# only the ParkWise repository (on loopback) is left.
 root=$work/root
 mkdir -p "$root"
 tar -C "$root" -xf "$(debian_root amd64 bookworm)"
@@ -64,9 +65,10 @@ cp "$archives"/*.deb "$root/var/cache/apt/archives/" 2>/dev/null || true
 in_root() { chroot_run "$root" "$@"; }
 started=$(date +%s%N)
 quiet in_root apt-get update -q
-quiet in_root apt-get install -y -q --no-install-recommends unattended-upgrades
+read -r -a from_debian <<<"$(dpkg-deb -f "$deb" Depends | sed 's/([^)]*)//g; s/[,|]/ /g')"
+quiet in_root apt-get install -y -q --no-install-recommends unattended-upgrades "${from_debian[@]}"
 cp -n "$root"/var/cache/apt/archives/*.deb "$archives/"
-echo "repo-check: unattended-upgrades installed in the root in $(ms "$started") ms" >&2
+echo "repo-check: unattended-upgrades and the agent's dependencies installed in the root in $(ms "$started") ms" >&2
 rm -f "$root/etc/apt/sources.list" "$root"/etc/apt/sources.list.d/*
 find "$root/var/lib/apt/lists" -maxdepth 1 -type f -name '*_dists_*' -delete
 in_root apt-get clean

@@ -21,6 +21,10 @@ def newer(a, b):
 
 def main():
     binary, files = sys.argv[1], sys.argv[2:]
+    # Debian's cross-compiler libraries (libgcc-s1-arm64-cross, …: Architecture all, under /usr/<triplet>/lib) name
+    # the host's sonames too; they are never what the binary loads. (With gcc-aarch64-linux-gnu installed, the amd64
+    # package depended on libgcc-s1-arm64-cross, which a board does not have.)
+    files = [f for f in files if not re.search(r"-cross\.(symbols|shlibs)$", f)]
     needed = re.findall(r"\(NEEDED\)\s+Shared library: \[(.+?)\]", readelf("-d", binary))
     # Versioned imports as name@VERSION; unversioned ones match the symbols files' name@Base.
     imported = {s if "@" in s else s + "@Base"
