@@ -89,8 +89,9 @@ quiet in_root apt-get install -y -q --no-install-recommends parkwise-agent
 # shellcheck disable=SC2016  # (dpkg-query's format, not the shell's)
 installed() { in_root dpkg-query -W -f='${Version}' parkwise-agent; }
 [ "$(installed)" = "$version" ] || fail "apt installed $(installed), not $version"
-quiet in_root apt-cache policy parkwise-agent
-grep -q "o=ParkWise,a=bookworm,n=bookworm,l=ParkWise,c=main" "$log" || fail "apt-cache policy shows no o=ParkWise,l=ParkWise"
+quiet in_root apt-cache policy
+grep -q "o=ParkWise,a=bookworm,n=bookworm,l=ParkWise,c=main" "$log.step" ||
+    { cat "$log.step" >&2; fail "apt-cache policy shows no o=ParkWise,a=bookworm,n=bookworm,l=ParkWise,c=main"; }
 
 # The next version, unattended.
 PARKWISE_REPO_KEY=$key bash deploy/package/make-repo.sh "$repo" "$work/parkwise-agent_${next}_amd64.deb" 2>>"$log" ||
@@ -105,7 +106,7 @@ grep -q "Packages that will be upgraded: parkwise-agent" "$log" || fail "unatten
 # Tampered repositories, each with a fresh look (no lists kept from before): apt refuses every one.
 good=$work/repo.good
 cp -a "$repo" "$good"
-forget_lists() { find "$root/var/lib/apt/lists" -maxdepth 1 -type f -name '127.0.0.1_*' -delete; }
+forget_lists() { find "$root/var/lib/apt/lists" -maxdepth 1 -type f -name '127.0.0.1[:_]*' -delete; }
 refused() {   # refused WHAT MESSAGE COMMAND...: the command fails and says MESSAGE; then the good repository is back
     in_root apt-get clean
     if in_root "${@:3}" >"$work/refused" 2>&1; then cat "$work/refused" >&2; fail "apt accepted $1"; fi
@@ -116,12 +117,14 @@ refused() {   # refused WHAT MESSAGE COMMAND...: the command fails and says MESS
 PARKWISE_REPO_KEY=$stranger bash deploy/package/make-repo.sh "$repo" 2>>"$log" || fail "make-repo.sh (stranger's key)"
 forget_lists
 refused "a repository signed by another key" "NO_PUBKEY ${stranger: -16}" apt-get update -q
-# A Packages index changed after signing (every compression of it).
+# A Packages index changed after signing, every compression of it (apt fetches Packages.xz: its size already tells).
 dir=$repo/dists/bookworm/main/binary-amd64
-sed -i 's/^Description: .*/Description: a forged agent/' "$dir/Packages"
+cp "$dir/Packages" "$work/Packages.signed"
+sed -i 's/^Description: ./Description: X/' "$dir/Packages"
+! cmp -s "$dir/Packages" "$work/Packages.signed" || fail "the forged Packages is the signed one"
 gzip -9n <"$dir/Packages" >"$dir/Packages.gz" && xz -9 <"$dir/Packages" >"$dir/Packages.xz"
 forget_lists
-refused "a changed Packages index" "Hash Sum mismatch" apt-get update -q
+refused "a changed Packages index" "Hash Sum mismatch\|File has unexpected size" apt-get update -q
 # A .deb changed after signing, same size (one byte near its end).
 quiet in_root apt-get update -q
 pooled=$repo/pool/main/p/parkwise-agent/parkwise-agent_${next}_amd64.deb
