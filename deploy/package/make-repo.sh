@@ -9,9 +9,8 @@
 # architectures arm64 and amd64. Release files say Origin: ParkWise, Label: ParkWise (what unattended-upgrades
 # matches). REPO/parkwise-archive-keyring.pgp is the key boards trust (/etc/apt/keyrings/).
 set -euo pipefail
-cd "$(dirname "$0")/../.."
 # shellcheck source=deploy/package/cross-env.sh
-source deploy/package/cross-env.sh
+source "$(dirname "$0")/cross-env.sh"
 [ $# -ge 1 ] || { echo "usage: PARKWISE_REPO_KEY=FINGERPRINT $0 REPO [DEB...]" >&2; exit 64; }
 repo=$1
 shift

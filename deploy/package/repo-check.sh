@@ -42,8 +42,17 @@ repo=$work/repo
 started=$(date +%s%N)
 PARKWISE_REPO_KEY=$key bash deploy/package/make-repo.sh "$repo" "$@" 2>>"$log" || { cat "$log" >&2; fail "make-repo.sh"; }
 echo "repo-check: repository of $# packages built and signed in $(ms "$started") ms" >&2
-gpgv --keyring "$repo/parkwise-archive-keyring.pgp" "$repo/dists/bookworm/InRelease" 2>>"$log" ||
-    fail "gpgv does not accept dists/bookworm/InRelease with the repository's keyring"
+for suite in bookworm trixie; do
+    gpgv --keyring "$repo/parkwise-archive-keyring.pgp" "$repo/dists/$suite/InRelease" 2>>"$log" ||
+        fail "gpgv does not accept dists/$suite/InRelease with the repository's keyring"
+done
+# Every package in its suite (+deb12: bookworm, +deb13: trixie) and architecture, and nowhere else.
+for d in "$@"; do
+    case $(dpkg-deb -f "$d" Version) in *+deb12*) suite=bookworm ;; *) suite=trixie ;; esac
+    arch=$(dpkg-deb -f "$d" Architecture)
+    in=$(grep -l "^Filename: pool/main/p/[^/]*/${d##*/}$" "$repo"/dists/*/main/binary-*/Packages || true)
+    [ "$in" = "$repo/dists/$suite/main/binary-$arch/Packages" ] || fail "${d##*/} is in [$in], not in $suite/$arch alone"
+done
 
 # The next version: the same package, version X+deb12 -> X.1+deb12 (a bug-fix release as apt sees it).
 dpkg-deb -R "$deb" "$work/next"
