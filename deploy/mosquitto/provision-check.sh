@@ -77,8 +77,7 @@ bash deploy/mosquitto/provision.sh uniandes p2-east >"$work/install-line" 2>"$wo
 echo "provision-check: provision.sh took $(( ($(date +%s%N) - started) / 1000000 )) ms" >&2
 bash deploy/mosquitto/provision.sh uniandes p3-west >/dev/null 2>&1 || fail "provision uniandes p3-west"
 eventually 10 reloaded 2 || fail "the broker was not reloaded (SIGHUP) by provision.sh"
-grep -qx "  sudo tar -xpf uniandes-p2-east.tar -C / && sudo parkwise-agent check-config /etc/parkwise-agent/agent.yaml" \
-    "$work/install-line" || { cat "$work/install-line" >&2; fail "provision.sh's install line"; }
+grep -qx "  sudo tar -xpf uniandes-p2-east.tar -C /" "$work/install-line" || { cat "$work/install-line" >&2; fail "provision.sh's install line"; }
 
 # An id never collides: taken (at any site), not a topic part, or the broker's own.
 for args in "uniandes p2-east" "othersite p2-east" "uniandes p2/east" "uniandes parkwise-backend"; do

@@ -84,5 +84,6 @@ tar_in root:0 parkwise:0 etc/parkwise-agent/agent.yaml
 tar_in parkwise:0 parkwise:0 etc/parkwise-agent/credentials "etc/parkwise-agent/$device.key"
 mv "$bundle.new" "$bundle"
 echo "provision: $site/$device: password, certificate (CN $device), ACL for parkwise/v1/$site/$device/, broker reloaded" >&2
-echo "provision: bundle $bundle (secrets: copy it to the board, then delete it here). On the board (package installed):" >&2
-echo "  sudo tar -xpf $(basename "$bundle") -C / && sudo parkwise-agent check-config /etc/parkwise-agent/agent.yaml"
+echo "provision: bundle $bundle (secrets: copy it to the board, then delete it here). On the board (package installed;" \
+    "then the levels, lanes and spots, and check-config: hardware/COMMISSIONING.md):" >&2
+echo "  sudo tar -xpf $(basename "$bundle") -C /"
