@@ -5,11 +5,14 @@
 #   deploy/mosquitto/make-certs.sh OUTDIR [CLIENT...]
 #   SERVER_NAMES="mqtt.garage.lan,10.20.0.5" deploy/mosquitto/make-certs.sh /etc/mosquitto/parkwise/certs p2-east
 #
-# Writes OUTDIR/ca.crt ca.key server.crt server.key and CLIENT.crt CLIENT.key. The server certificate
+# Writes OUTDIR/ca.crt ca.key server.crt server.key, CLIENT.crt CLIENT.key, and crl.pem (the CA's revocation list,
+# empty at first, which mosquitto's crlfile needs; crl.sh, revoke.sh). The server certificate
 # names localhost and 127.0.0.1 plus every SERVER_NAMES entry (DNS names or IP addresses). An existing
 # CA in OUTDIR is reused, so running it again only adds clients. Keys are mode 0600.
 # Validity: DAYS (default 825). For production, keep ca.key off the broker.
 set -euo pipefail
+# shellcheck source=deploy/mosquitto/crl.sh
+source "$(dirname "$0")/crl.sh"
 
 if [ $# -lt 1 ]; then
     echo "usage: $0 OUTDIR [CLIENT...]" >&2
@@ -37,6 +40,8 @@ sign() {
         -CAcreateserial -out "$out/$1.crt" -extfile "$2" 2>/dev/null
     rm -f "$out/$1.csr"
 }
+
+[ -s "$out/crl.pem" ] || crl_issue "$out"
 
 ext=$(mktemp)
 trap 'rm -f "$ext"' EXIT

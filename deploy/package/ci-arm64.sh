@@ -7,6 +7,7 @@
 #  3. builds the amd64 and arm64 .debs, the agent's and the bridge's, and runs lintian (no errors, no warnings);
 #  4. install -> configure -> upgrade -> remove -> purge of each .deb in a throwaway Debian root of its release and
 #     architecture (debootstrap with systemd, cached as a tarball), checking user, groups, settings, unit and state dir.
+#  5. the signed apt repository of the agent's .debs in that root: install, unattended upgrade, tampering refused.
 # Prints each step's wall time.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -129,6 +130,12 @@ if [ -n "${PARKWISE_CI_DEBS:-}" ]; then mkdir -p "$PARKWISE_CI_DEBS" && cp "$deb
 for package in parkwise-agent parkwise-bridge; do
     bash deploy/package/install-cycle.sh amd64 bookworm "$(find "$debs" -name "${package}_*_amd64.deb" -print -quit)"
     timing "$package install/upgrade/remove/purge (Debian 12 root, amd64)"
+done
+# The signed apt repository of the agent's three, as a board adds it, installs from it and is upgraded unattended from
+# it, and the tampered ones apt refuses (in the amd64 root install-cycle.sh cached just now).
+bash deploy/package/repo-check.sh "$debs"/parkwise-agent_*.deb
+timing "signed apt repository: install, unattended upgrade, tampering"
+for package in parkwise-agent parkwise-bridge; do
     bash deploy/package/install-cycle.sh arm64 bookworm "$(find "$debs" -name "${package}_*+deb12_arm64.deb" -print -quit)"
     timing "$package install/upgrade/remove/purge (Debian 12 root, arm64 under qemu-user)"
     bash deploy/package/install-cycle.sh arm64 trixie "$(find "$debs" -name "${package}_*+deb13_arm64.deb" -print -quit)"

@@ -50,3 +50,19 @@ install_missing() {
 # Prints how long the step that just ended took (since the last call, or since sourcing).
 step_started=$SECONDS
 timing() { printf '%s: %-48s %4d s\n' "${0##*/}" "$1" $((SECONDS - step_started)) >&2; step_started=$SECONDS; }
+
+# debian_root ARCH SUITE: prints the path of the cached tar of a throwaway Debian root (debootstrap minbase with
+# systemd, package lists fetched), made if missing: the one install-cycle.sh makes and uses (arm64 ones run under
+# qemu-user, which install-cycle.sh registers).
+debian_root() {
+    local base=$CROSS_CACHE/$2-$1-systemd-root.tar dir
+    if [ ! -e "$base" ]; then
+        mkdir -p "$CROSS_CACHE"
+        dir=$(mktemp -d /tmp/parkwise-root.XXXXXX)
+        quiet debootstrap --arch="$1" --variant=minbase --include=systemd "$2" "$dir" "$CROSS_MIRROR"
+        quiet chroot_run "$dir" apt-get update -q
+        tar -C "$dir" -cf "$base.new.$$" . && mv "$base.new.$$" "$base"
+        rm -rf "$dir"
+    fi
+    echo "$base"
+}
