@@ -10,12 +10,20 @@
 #   bash hardware/sim/run-tests.sh            # the tests, both builds
 #   bash hardware/sim/run-tests.sh --bench    # the tests, then the in-VM benchmark (latency, edges/s), per build
 #
+# PARKWISE_VM_ARCH=arm64 runs the same cases on Debian's arm64 kernel (qemu-system-aarch64 -M virt, TCG) with the
+# cross-built arm64 agents of deploy/package/cross-build.sh (needs root): build 1 is Raspberry Pi OS bookworm's
+# (libgpiod 1.6, glibc 2.36), build 2 trixie's (libgpiod 2.x, and its suite's glibc 2.41 in the guest); the guest's
+# programs and libraries are Debian bookworm's arm64 packages (setup.sh, initramfs.sh).
+#
+# PARKWISE_VM_ARCH         x86_64 (default) or arm64
 # PARKWISE_VM_LIBGPIOD     which builds: "1 2" (default), "1" or "2"
 # PARKWISE_VM_CACHE        downloads, kernel, modules, libgpiod 2 (default ~/.cache/parkwise-vm); reused by later runs
 # PARKWISE_VM_BUILD        swift scratch path of the libgpiod 1.6 build (default .build/vm-gpiod1 in the package)
 # PARKWISE_VM_BUILD_GPIOD2 swift scratch path of the libgpiod 2.x build (default .build/vm-gpiod2 in the package)
-# PARKWISE_AGENT           a libgpiod 1.6 agent binary to test instead of building one
-# PARKWISE_AGENT_GPIOD2    a libgpiod 2.x agent binary to test instead of building one
+# PARKWISE_AGENT           a libgpiod 1.6 agent binary to test instead of building one (arm64: with
+#                          PARKWISE_AGENT_SYSROOT, where its libraries are)
+# PARKWISE_AGENT_GPIOD2    a libgpiod 2.x agent binary to test instead of building one (arm64: with
+#                          PARKWISE_AGENT_GPIOD2_SYSROOT)
 # PARKWISE_VM_CASES        only these cases, by function name (e.g. "line_busy chip_gone"): to try a change quickly;
 #                          CI runs them all
 set -uo pipefail
@@ -24,6 +32,8 @@ REPO="$(cd "$HERE/../.." && pwd)"
 BENCH=0
 [[ "${1:-}" == "--bench" ]] && BENCH=1
 BUILDS="${PARKWISE_VM_LIBGPIOD:-1 2}"
+ARCH="${PARKWISE_VM_ARCH:-x86_64}"
+[[ $ARCH == x86_64 || $ARCH == arm64 ]] || { echo "vm-tests: CANNOT RUN: PARKWISE_VM_ARCH='$ARCH': expected x86_64 or arm64" >&2; exit 1; }
 PFX=""
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/parkwise-vm.XXXXXX")"
 T0=$SECONDS
@@ -41,8 +51,11 @@ for build in $BUILDS; do
     [[ "$build" == 1 || "$build" == 2 ]] || cannot_run "PARKWISE_VM_LIBGPIOD='$BUILDS': expected 1, 2 or \"1 2\""
 done
 as_root() { if [[ $(id -u) -eq 0 ]]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else return 1; fi; }
-# qemu for the VM; strace in the guest (a case holds the agent's syncs with its fault injection).
-for need in qemu-system-x86_64:qemu-system-x86 strace:strace; do
+# qemu for the VM; strace in the guest (a case holds the agent's syncs with its fault injection; arm64's is Debian's
+# arm64 package, setup.sh's); arm64's gpio-sim modules are built with Debian's cross compiler.
+needs=(qemu-system-x86_64:qemu-system-x86 strace:strace)
+[[ $ARCH == arm64 ]] && needs=(qemu-system-aarch64:qemu-system-arm aarch64-linux-gnu-gcc:gcc-aarch64-linux-gnu)
+for need in "${needs[@]}"; do
     tool=${need%%:*} package=${need#*:}
     command -v "$tool" >/dev/null && continue
     echo "vm-tests: installing $package" >&2
@@ -51,19 +64,40 @@ for need in qemu-system-x86_64:qemu-system-x86 strace:strace; do
                  apt-get install -y -q --no-install-recommends "$package" >/dev/null; } \
         || cannot_run "$tool is missing and could not be installed (apt-get install $package)"
 done
-if ! grep -q 'Candidate: [0-9]' <<<"$(apt-cache policy linux-image-amd64 2>/dev/null)"; then
+if [[ $ARCH == x86_64 ]] && ! grep -q 'Candidate: [0-9]' <<<"$(apt-cache policy linux-image-amd64 2>/dev/null)"; then
     as_root apt-get update -q >/dev/null || cannot_run "apt-get update failed"
 fi
 # (Its output in a file, the cache directory its last line: no build piped into another program.)
 bash "$HERE/setup.sh" >"$WORK/setup.out" || cannot_run "VM setup failed (see above)"
-CACHE="$(tail -n 1 "$WORK/setup.out")" && [[ -f "$CACHE/vmlinux" ]] || cannot_run "VM setup failed (see above)"
-export PARKWISE_VM_CACHE="$CACHE"
+CACHE="$(tail -n 1 "$WORK/setup.out")" && [[ -f "$CACHE/vmlinux" || -f "$CACHE/Image" ]] \
+    || cannot_run "VM setup failed (see above)"
+[[ $ARCH == x86_64 ]] && export PARKWISE_VM_CACHE="$CACHE"
+echo "vm-tests: $ARCH, cache $CACHE ($((SECONDS - T0)) s)" >&2
 
 # --- the agents: both built before the first VM boots -------------------------------------------------------------------
 declare -A AGENTS=() SONAMES=([1]=libgpiod.so.2 [2]=libgpiod.so.3) NAMES=([1]="libgpiod 1.6" [2]="libgpiod 2.x")
-declare -A BUILD_ERROR=()
+declare -A BUILD_ERROR=() SYSROOTS=()
+[[ $ARCH == arm64 ]] && NAMES=([1]="arm64 bookworm, libgpiod 1.6" [2]="arm64 trixie, libgpiod 2.x")
 for build in $BUILDS; do
-    if [[ $build == 1 ]]; then
+    if [[ $ARCH == arm64 ]]; then
+        # The cross build of deploy/package/cross-build.sh (cached in ~/.cache/parkwise-cross; a second call reuses
+        # the binary built from the same sources) and its suite's sysroot, where its libraries are.
+        suite=bookworm; [[ $build == 2 ]] && suite=trixie
+        AGENT="${PARKWISE_AGENT:-}"; SYSROOTS[$build]="${PARKWISE_AGENT_SYSROOT:-}"
+        [[ $build == 2 ]] && { AGENT="${PARKWISE_AGENT_GPIOD2:-}"; SYSROOTS[$build]="${PARKWISE_AGENT_GPIOD2_SYSROOT:-}"; }
+        if [[ -z "$AGENT" ]]; then
+            echo "vm-tests: the arm64 agent for $suite (deploy/package/cross-build.sh $suite)" >&2
+            if as_root bash "$REPO/deploy/package/cross-build.sh" "$suite" > "$WORK/cross-$suite.out" 2> "$WORK/cross-$suite.log" \
+                    && AGENT="$(tail -n 1 "$WORK/cross-$suite.out")" && [[ -n "$AGENT" ]]; then
+                # shellcheck source=deploy/package/cross-env.sh
+                SYSROOTS[$build]="$(source "$REPO/deploy/package/cross-env.sh" && cross_sysroot "$suite")"
+            else
+                tail -n 30 "$WORK/cross-$suite.log"; AGENT=""
+                BUILD_ERROR[$build]="the arm64 agent for $suite does not build (deploy/package/cross-build.sh $suite)"
+            fi
+        fi
+        [[ -n "$AGENT" && -z "${SYSROOTS[$build]}" ]] && BUILD_ERROR[$build]="no sysroot for the arm64 agent $AGENT"
+    elif [[ $build == 1 ]]; then
         AGENT="${PARKWISE_AGENT:-}"
         if [[ -z "$AGENT" ]]; then
             BUILD="${PARKWISE_VM_BUILD:-$REPO/.build/vm-gpiod1}"
@@ -212,8 +246,10 @@ run_pass() {
     mkdir -p "$dir"
     echo "--- ${NAMES[$build]}: ${AGENTS[$build]:-no agent}"
     [[ -z "${BUILD_ERROR[$build]:-}" ]] || { pass_cannot_run "${BUILD_ERROR[$build]}"; return; }
-    bash "$HERE/initramfs.sh" "$CACHE" "${AGENTS[$build]}" "$dir/initrd.cpio" "$(command -v strace)=/usr/bin/strace" \
-        || { pass_cannot_run "initramfs failed"; return; }
+    local extras=()
+    [[ $ARCH == x86_64 ]] && extras=("$(command -v strace)=/usr/bin/strace")   # arm64's comes from setup.sh's root
+    AGENT_SYSROOT="${SYSROOTS[$build]:-}" bash "$HERE/initramfs.sh" "$CACHE" "${AGENTS[$build]}" "$dir/initrd.cpio" \
+        "${extras[@]}" || { pass_cannot_run "initramfs failed"; return; }
     vm_up "$dir" || { pass_cannot_run "the VM did not come up (see its console above)"; vm_down; return; }
     # The agent must run on this build's libgpiod (the loader's own report), or the pass proves nothing.
     if ! g "LD_DEBUG=libs \$AGENT --help 2>&1 >/dev/null | grep -E 'calling init: .*/libgpiod\.so\.[0-9]+$' | sed 's/.*calling init: //'" \
