@@ -194,7 +194,7 @@ line_busy() {  # gpiomon holds GPIO6
     check "clean stop" "stop busy"
 }
 
-label_resolution() {  # board raspberry-pi-5: GPIO17 on pinctrl-rp1 (gpiochip2), not on the Pi 4 chip's GPIO17
+label_resolution() {  # board raspberry-pi-5: GPIO17 on pinctrl-rp1 (gpiochip2; arm64: gpiochip3), not on the Pi 4 chip's GPIO17
     check "agent starts" "start pi5 pi5-label.yaml && wait_used pi5 17" &&
     check "the rp1 chip is not gpiochip0" "[ \$(chip pi5) != gpiochip0 ] && gpiodetect | grep \"\$(chip pi5) \[pinctrl-rp1\]\"" &&
     check "pinctrl-bcm2711 GPIO17 left alone" "info pi4 17; ! info pi4 17 | grep '\\[used' >/dev/null" &&
@@ -265,7 +265,7 @@ run_pass() {
     run_case "bias and active-low (MCP23017 by label and by device, GPA/GPB names)" bias_active_low "[ -f /tmp/mcp.pid ] && stop mcp"
     run_case "initial state read at start" initial_state "[ -f /tmp/init.pid ] && stop init; pull pi4 5 down"
     run_case "line busy: holder named; the agent runs without it (exit 1 if it was its only line), takes it once free" line_busy "kill \$(cat /tmp/gpiomon.pid) 2>/dev/null; [ -f /tmp/busy.pid ] && stop busy; pulls pi4 '6 13' down; true"
-    run_case "board raspberry-pi-5 resolved by chip label (rp1 is gpiochip2)" label_resolution "[ -f /tmp/pi5.pid ] && stop pi5; pull pi5 17 down"
+    run_case "board raspberry-pi-5 resolved by chip label (rp1 is not gpiochip0)" label_resolution "[ -f /tmp/pi5.pid ] && stop pi5; pull pi5 17 down"
     run_case "board auto with GPIO17 on two chips is refused" auto_ambiguous ""
     run_case "parkwise-agent lines matches gpioinfo" inventory ""
     run_case "walk-test: lane, swapped spot pair, JSON report (real GPIO lines)" walk_test "pulls mcp '0 1' down; pulls pi4 '24 25 26' down"
