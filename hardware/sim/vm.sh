@@ -1,14 +1,26 @@
 # The gpio-sim VM's host side, sourced by run-tests.sh, bench.sh and system-test.sh: boot (vm_up), one guest command
 # (g), power off (vm_down). Needs CACHE (setup.sh's directory) and, optionally, VM_QEMU_ARGS (more qemu arguments,
 # e.g. disks), VM_APPEND (the kernel's command line), VM_BOOT_S (how long a boot may take, 120 s) and VM_DOWN_S (how
-# long a power-off may take before the VM is killed, 5 s). Sets QEMU_PID; fd 3 writes to the guest's command port
-# (ttyS1), fd 4 reads from it.
+# long a power-off may take before the VM is killed, 5 s). Sets QEMU_PID; fd 3 writes to the guest's command port,
+# fd 4 reads from it.
+# PARKWISE_VM_ARCH picks the machine: x86_64 (default: qemu-system-x86_64's pc, the console on ttyS0, the command port
+# on the second UART, ttyS1) or arm64 (qemu-system-aarch64 -M virt -cpu cortex-a72, the console on the pl011,
+# ttyAMA0; virt has one UART, so the command port is a virtio console on virtio-mmio, hvc0 in the guest: its modules
+# are loaded by guest/init). Both under TCG, no network.
 QEMU_PID=""
 PFX="${PFX:-}"   # run-tests.sh: the pass's prefix on console lines
+VM_ARCH="${PARKWISE_VM_ARCH:-x86_64}"
 VM_QEMU_ARGS=()
-VM_APPEND="console=ttyS0 quiet panic=-1"
 VM_BOOT_S=120
 VM_DOWN_S=5
+case "$VM_ARCH" in
+    x86_64) VM_APPEND="console=ttyS0 quiet panic=-1"
+            VM_QEMU=(qemu-system-x86_64); VM_KERNEL=vmlinux ;;
+    # cortex-a72 (a Pi 4's core): no pointer authentication, which costs much under TCG with -cpu max.
+    arm64)  VM_APPEND="console=ttyAMA0 quiet panic=-1"
+            VM_QEMU=(qemu-system-aarch64 -M virt -cpu cortex-a72); VM_KERNEL=Image ;;
+    *) echo "PARKWISE_VM_ARCH='$VM_ARCH': expected x86_64 or arm64" >&2; return 1 ;;
+esac
 
 # The virtio block stack and ext4 are modules in Debian's kernel: bench.sh's disks and the system test's root need
 # them, in this load order.
@@ -64,10 +76,13 @@ read_line() {
 # vm_up DIR: boots the VM with DIR/initrd.cpio; its console in DIR/console.log. 1 if it does not come up.
 vm_up() {
     local dir="$1" status
+    local port=(-serial "pipe:$dir/ctl")
+    [[ $VM_ARCH == arm64 ]] && port=(-chardev "pipe,id=ctl,path=$dir/ctl" -device virtio-serial-device
+                                     -device virtconsole,chardev=ctl)
     mkfifo "$dir/ctl.in" "$dir/ctl.out"
-    qemu-system-x86_64 -accel tcg -m 1024 -smp 2 -display none -no-reboot -nic none -monitor none \
-        -kernel "$CACHE/vmlinux" -initrd "$dir/initrd.cpio" -append "$VM_APPEND" \
-        -serial "file:$dir/console.log" -serial "pipe:$dir/ctl" "${VM_QEMU_ARGS[@]}" > "$dir/qemu.log" 2>&1 &
+    "${VM_QEMU[@]}" -accel tcg -m 1024 -smp 2 -display none -no-reboot -nic none -monitor none \
+        -kernel "$CACHE/$VM_KERNEL" -initrd "$dir/initrd.cpio" -append "$VM_APPEND" \
+        -serial "file:$dir/console.log" "${port[@]}" "${VM_QEMU_ARGS[@]}" > "$dir/qemu.log" 2>&1 &
     QEMU_PID=$!
     exec 3<>"$dir/ctl.in" 4<>"$dir/ctl.out"   # read-write opens of the fifos never block
     PENDING=""

@@ -17,7 +17,8 @@ make_chip() {
     echo 1 > "$SIM/$1/live" || return 1
 }
 # make_chips: the three simulated chips. Creation order fixes the numbers: gpiochip0 = the MCP23017 (device
-# gpio-sim.0), gpiochip1 = the Pi 4 block, gpiochip2 = the Pi 5 block, so neither board's chip is gpiochip0.
+# gpio-sim.0), gpiochip1 = the Pi 4 block, gpiochip2 = the Pi 5 block, so neither board's chip is gpiochip0. On arm64's
+# virt machine its own PL061 is gpiochip0 and these three are gpiochip1-3.
 make_chips() {
     make_chip mcp mcp23017 16 "" || { echo "gpio-sim chip mcp23017"; return 1; }
     make_chip pi4 pinctrl-bcm2711 58 GPIO || { echo "gpio-sim chip pinctrl-bcm2711"; return 1; }
