@@ -57,7 +57,7 @@ enum WalkLearn {
         var notes: [String: String] = [:]
         var saveProblem: String?
         let clock = AgentClock()
-        await WalkInputs.run(source: .board(board), clock: clock) { stream, keyHelp in
+        await WalkInputs.run(source: .board(board), clock: clock) { stream, keyHelp, timer in
             func tell(_ outputs: [WiringLearner.Output]) {
                 for output in outputs {
                     switch output {
@@ -86,6 +86,7 @@ enum WalkLearn {
                 }
             }
             tell(learner.start())
+            timer.arm(learner.nextDeadline)
             loop: for await input in stream {
                 switch input {
                 case .lines(let batch):
@@ -103,6 +104,7 @@ enum WalkLearn {
                 case .sourceFinished: break loop
                 }
                 if learner.isFinished || saveProblem != nil { break loop }
+                timer.arm(learner.nextDeadline)
             }
         }
         let report = text(config: config, path: path, unset: unset, wiring: wiring, skipped: learner.skipped, notes: notes)

@@ -94,9 +94,9 @@ enum WalkTestCommand {
             return ExitCode.usage
         }
 
-        return await WalkInputs.run(source: source, clock: clock) { stream, keyHelp in
-            await walkSteps(walk, stream: stream, keyHelp: keyHelp, clock: clock, config: config, configPath: configPath,
-                            reportPath: reportPath, json: json, show: show)
+        return await WalkInputs.run(source: source, clock: clock) { stream, keyHelp, timer in
+            await walkSteps(walk, stream: stream, keyHelp: keyHelp, timer: timer, clock: clock, config: config,
+                            configPath: configPath, reportPath: reportPath, json: json, show: show)
         }
     }
 
@@ -110,7 +110,8 @@ enum WalkTestCommand {
         return true
     }
 
-    private static func walkSteps(_ walk: WalkTest, stream: AsyncStream<WalkInput>, keyHelp: String, clock: AgentClock,
+    private static func walkSteps(_ walk: WalkTest, stream: AsyncStream<WalkInput>, keyHelp: String, timer: WalkTimer,
+                                  clock: AgentClock,
                                   config: AgentConfig, configPath: String, reportPath: String, json: Bool,
                                   show: (String) -> Void) async -> Int32 {
         var walk = walk
@@ -137,6 +138,7 @@ enum WalkTestCommand {
         show("walk-test of \(config.site)/\(config.device): \(StatusWords.plural(walk.steps.count, "step")), \(walk.results.count) already judged "
              + "(report \(reportPath))")
         tell(walk.start())
+        timer.arm(walk.nextDeadline)
         var traceDone = false
         loop: for await input in stream {
             switch input {
@@ -144,7 +146,6 @@ enum WalkTestCommand {
                 for change in batch { tell(walk.handle(change)) }
             case .tick:
                 tell(walk.advance(to: clock.now()))
-                if traceDone && walk.nextDeadline == nil { break loop }
             case .key(.skip): tell(walk.skip())
             case .key(.retry): tell(walk.retry())
             case .key(.quit):
@@ -157,7 +158,9 @@ enum WalkTestCommand {
                 show("the trace has no more changes")
                 traceDone = true
             }
-            if walk.isFinished { break loop }
+            // The trace played out and no filter window left open: nothing more can happen.
+            if walk.isFinished || (traceDone && walk.nextDeadline == nil) { break loop }
+            timer.arm(walk.nextDeadline)
         }
         save()
         let report = WalkReport(walk: walk, config: config, configPath: configPath,

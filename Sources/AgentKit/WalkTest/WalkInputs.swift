@@ -1,3 +1,4 @@
+import Glibc
 import ParkWiseCLI
 import ParkWiseCore
 import ParkWiseLog
@@ -13,11 +14,12 @@ enum WalkInput: Sendable {
     case sourceFinished
 }
 
-/// The walk-test's plumbing: line changes from the source, the installer's keys, a tick for the filter windows and
-/// Ctrl-C, all as one stream for `body`; the terminal given back and the source stopped when it returns.
+/// The walk-test's plumbing: line changes from the source, the installer's keys, Ctrl-C, and a tick at the deadline
+/// `body` arms on the timer (a filter window's end), all as one stream for `body`; the terminal given back, the
+/// source and the timer stopped when it returns.
 enum WalkInputs {
     static func run<T>(source: LineSource, clock: AgentClock,
-                       _ body: (AsyncStream<WalkInput>, _ keyHelp: String) async -> T) async -> T {
+                       _ body: (AsyncStream<WalkInput>, _ keyHelp: String, WalkTimer) async -> T) async -> T {
         // The source posts into an inbox (its changes wait in the line queue); a thread hands them to the walk.
         let inbox = Inbox()
         let queue = LineQueue(bound: 100_000) { inbox.post(.lines) }
@@ -42,20 +44,44 @@ enum WalkInputs {
         StopSignals.handle(onStop: { inbox.post(.stop) }, onForce: { reader.keys.withLock { $0?.restore() } })
         let keys = KeyReader { continuation.yield(.key($0)) }
         reader.keys.withLock { $0 = keys }
-        let ticker = Task {
-            while !Task.isCancelled {
-                try? await Task.sleep(for: .milliseconds(20))
-                continuation.yield(.tick)
-            }
-        }
+        let timer = WalkTimer(clock: clock, continuation: continuation)
         defer {
             keys.restore()
-            ticker.cancel()
+            timer.arm(nil)
             stopSource()
             inbox.post(.stop)   // ends the forwarding thread
             StopSignals.release()
         }
-        return await body(stream, keys.isTerminal ? "(s skip, r retry, q quit)" : "(skip, retry or quit, then Enter)")
+        return await body(stream, keys.isTerminal ? "(s skip, r retry, q quit)" : "(skip, retry or quit, then Enter)", timer)
+    }
+}
+
+/// The walk's one timer: a `.tick` when the state machine's next deadline comes, and none while nothing is due (a
+/// walk-test waiting for the installer does not wake up). Armed again after every input, the new deadline replacing
+/// the old one.
+final class WalkTimer: Sendable {
+    private let clock: AgentClock
+    private let continuation: AsyncStream<WalkInput>.Continuation
+    private let pending = Mutex<Task<Void, Never>?>(nil)
+
+    init(clock: AgentClock, continuation: AsyncStream<WalkInput>.Continuation) {
+        self.clock = clock
+        self.continuation = continuation
+    }
+
+    /// A tick when the clock shows `deadline` (at once if it already has); nil: no tick.
+    func arm(_ deadline: MonotonicInstant?) {
+        let tick = deadline.map { deadline in
+            let wait = Duration.nanoseconds(max(0, clock.real(at: deadline) - AgentClock.read(CLOCK_MONOTONIC)))
+            return Task { [continuation] in
+                do { try await Task.sleep(for: wait) } catch { return }
+                continuation.yield(.tick)
+            }
+        }
+        pending.withLock { armed in
+            armed?.cancel()
+            armed = tick
+        }
     }
 }
 
