@@ -132,6 +132,37 @@ import TestSupport
         #expect(took >= 2 && took < 10, "gave up after \(took) s")
     }
 
+    /// Under systemd (`Type=notify`, the shipped unit): READY=1 only once the broker is reached, STOPPING=1 at a stop;
+    /// a start that fails says why in STATUS= and never says READY, so `systemctl start` (and `enable --now`) fails.
+    @Test func systemdHearsReadyOnlyOnceTheBrokerIsReachedAndWhyAStartFailed() throws {
+        let fixture = try BridgeFixture()
+        let notify = try NotifySocket(fixture.dir)
+        let bridge = try Child("/usr/bin/env", ["NOTIFY_SOCKET=\(notify.path)", bridgeBinary, "run", "--broker", fixture.broker.url,
+                                                "--database", fixture.url])
+        defer { bridge.signal(SIGKILL); _ = bridge.wait(5) }
+        let ready = notify.next() ?? ""
+        #expect(ready.hasPrefix("READY=1"), "\(ready) / \(bridge.stderr)")
+        #expect(bridge.stderr.contains("bridge running"), "READY before the broker was reached: \(bridge.stderr)")
+        bridge.signal(SIGTERM)
+        #expect(notify.next() == "STOPPING=1", "\(bridge.stderr)")
+        #expect(bridge.wait(15) == 0, "\(bridge.stderr)")
+
+        let config = fixture.dir.appendingPathComponent("bad.yaml").path
+        try "sites: [garage]\nstale_after: soon\n".write(toFile: config, atomically: true, encoding: .utf8)
+        let refused = try Child("/usr/bin/env", ["NOTIFY_SOCKET=\(notify.path)", bridgeBinary, "run", "--broker", fixture.broker.url,
+                                                 "--database", fixture.url, "--config", config])
+        #expect(refused.wait(20) == 78, "\(refused.stderr)")
+        let status = notify.next() ?? ""
+        #expect(status.hasPrefix("STATUS=exit 78: \(config):2:") && status.contains("error"), "\(status) / \(refused.stderr)")
+
+        let unreachable = try Child("/usr/bin/env", ["NOTIFY_SOCKET=\(notify.path)", bridgeBinary, "run", "--broker",
+                                                     "mqtt://127.0.0.1:\(freePort())", "--database", fixture.url,
+                                                     "--start-timeout", "1"])
+        #expect(unreachable.wait(20) == 1, "\(unreachable.stderr)")
+        let why = notify.next() ?? ""
+        #expect(why.hasPrefix("STATUS=exit 1: ") && why.contains("cannot reach the broker"), "\(why) / \(unreachable.stderr)")
+    }
+
     @Test func checkConfigListsEveryProblemWithItsPlace() throws {
         let dir = temporaryDirectory()
         let good = dir.appendingPathComponent("good.yaml").path

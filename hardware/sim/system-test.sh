@@ -381,6 +381,11 @@ bridge_postgres_restart() {
     grep -q "database available again" <<<"$OUT" || { WHY="the bridge's journal does not say 'database available again'"$'\n'"$OUT"; return 1; }
 }
 
+bridge_config_error() {
+    check "a setting made invalid: systemctl restart fails (no READY: Type=notify), exit 78, not restarted, systemctl status says why" "cp /etc/parkwise-bridge/bridge.yaml /root/bridge.yaml.good; echo 'snapshot_every: often' >> /etc/parkwise-bridge/bridge.yaml; systemctl restart parkwise-bridge; rc=\$?; echo rc=\$rc status=$(bprop ExecMainStatus) state=$(bprop SubState) restarts=$(bprop NRestarts); systemctl status --no-pager parkwise-bridge > /tmp/status.txt; cat /tmp/status.txt; [ \$rc != 0 ] && [ $(bprop ExecMainStatus) = 78 ] && [ $(bprop SubState) = failed ] && [ $(bprop NRestarts) = 0 ] && grep -F 'Status: \"exit 78: /etc/parkwise-bridge/bridge.yaml:' /tmp/status.txt" &&
+    check "the setting fixed: systemctl start waits for READY (the broker reached), running" "cp /root/bridge.yaml.good /etc/parkwise-bridge/bridge.yaml && systemctl start parkwise-bridge && [ $(bprop SubState) = running ] && journalctl -u parkwise-bridge -o cat -n 20 | grep 'bridge running'"
+}
+
 bridge_security() {
     check "systemd-analyze security parkwise-bridge (the running unit): exposure 2.0 or less" "systemd-analyze security --no-pager --threshold=20 parkwise-bridge > /tmp/sec.log; rc=\$?; tail -n 1 /tmp/sec.log; [ \$rc = 0 ]" || return 1
     timed "bridge: systemd-analyze security in the guest" "$(sed -n 's/.*Overall exposure level for parkwise-bridge.service: //p' <<<"$OUT")"
@@ -412,6 +417,7 @@ run_case "the bridge's .deb: apt install, postinst: user, settings from the temp
 run_case "the bridge configured, enable --now against Debian's PostgreSQL: migrated, running, first row (timed)" bridge_started ""
 run_case "the bridge: the gate's events land in the backend's tables" bridge_events ""
 run_case "the bridge across PostgreSQL restarts: resumes by itself, nothing lost (timed)" bridge_postgres_restart ""
+run_case "the bridge's unit is Type=notify: a bad setting fails the start, exit 78, said in systemctl status" bridge_config_error "[ -f /root/bridge.yaml.good ] && cp /root/bridge.yaml.good /etc/parkwise-bridge/bridge.yaml; systemctl start parkwise-bridge; true"
 run_case "the bridge's unit hardened: systemd-analyze security in the guest <= 2.0" bridge_security ""
 run_case "the bridge purged: what Debian policy says stays" bridge_purged ""
 run_case "remove, then purge: what Debian policy says stays" purged ""

@@ -28,7 +28,16 @@ enum RunCommand {
             .init(name: "verbose", value: nil, help: "Log every batch (debug level)."),
         ])
 
+    /// Under systemd (`Type=notify`): READY=1 once the broker is reached, so `systemctl start` waits for it and fails
+    /// when the bridge exits first; STATUS= with the last error line before a failed exit.
     static func run(_ args: ParsedArguments) -> Int32 {
+        let service = ServiceNotifier(environment: Environment.values(ServiceNotifier.variables))
+        let code = run(args, service: service)
+        if code != ExitCode.success { service.exiting(code: code, reason: LastError.text) }
+        return code
+    }
+
+    private static func run(_ args: ParsedArguments, service: ServiceNotifier) -> Int32 {
         if args.flag("verbose") || Environment.value("PARKWISE_LOG") == "debug" { Log.threshold = .debug }
         guard let broker = Connections.broker(args.option("broker")!, command: spec) else { return ExitCode.usage }
         guard let timeout = Double(args.option("start-timeout") ?? "10"), timeout > 0 else {
@@ -78,7 +87,7 @@ enum RunCommand {
         link.tls = config.tls
         let databaseURL = args.option("database") ?? Environment.value("DATABASE_URL") ?? ""
         let runtime = BridgeRuntime(settings: .init(databaseURL: databaseURL, link: link, config: config,
-                                                    startTimeout: timeout))
+                                                    startTimeout: timeout, service: service))
         Log.info("bridge starting", ["database": url, "broker": broker, "accept_simulated": config.acceptSimulated])
         StopSignals.handle(announce: true, onStop: { runtime.requestStop() })
         let code = runtime.run(db: db, knownFeeds: known)

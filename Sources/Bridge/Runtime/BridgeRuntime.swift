@@ -3,6 +3,7 @@ import ParkWiseCLI
 import ParkWiseContract
 import ParkWiseLog
 import Postgres
+import ServiceSetup
 import Synchronization
 import Uplink
 #if canImport(Glibc)
@@ -25,6 +26,8 @@ final class BridgeRuntime: Sendable {
         var config: BridgeConfig
         /// How long `run` waits for the first broker connection before giving up.
         var startTimeout: Double
+        /// systemd's notify socket (`Type=notify`): READY once the broker is reached, STOPPING at a stop.
+        var service = ServiceNotifier(environment: [:])
     }
 
     private let settings: Settings
@@ -89,8 +92,10 @@ final class BridgeRuntime: Sendable {
         if connectionNumber > 0 {   // not when a stop came first
             Log.info("bridge running", ["subscriptions": settings.link.subscriptions.joined(separator: ","),
                                         "client_id": settings.link.clientID])
+            settings.service.ready()
         }
         while !isStopping { _ = events.wait() }
+        settings.service.stopping()
         // Stop taking messages (the broker keeps queueing for this persistent session), then drain.
         link.stop()
         linkStopped.store(true, ordering: .releasing)

@@ -3,17 +3,18 @@ import Glibc
 /// systemd's readiness and watchdog protocol (sd_notify(3)) without libsystemd: one datagram a
 /// message to the unix socket in `$NOTIFY_SOCKET` (a path, or `@name` in the abstract namespace).
 /// Without the variable (not under systemd, `Type=simple`) every call does nothing. The watchdog is
-/// fed from the event loop, so a loop that hangs stops feeding it and systemd restarts the agent.
-final class ServiceNotifier: Sendable {
+/// fed from the event loop, so a loop that hangs stops feeding it and systemd restarts the agent. The agent and the
+/// bridge both use it (`Type=notify` units).
+public final class ServiceNotifier: Sendable {
     private let address: sockaddr_un?
     private let length: socklen_t
     private let fd: Int32
     /// How often to feed the watchdog (half of `$WATCHDOG_USEC`), nil when systemd watches nothing.
-    let watchdogInterval: Duration?
+    public let watchdogInterval: Duration?
     /// The environment variables it reads.
-    static let variables = ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"]
+    public static let variables = ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"]
 
-    init(environment: [String: String]) {
+    public init(environment: [String: String]) {
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         let capacity = MemoryLayout.size(ofValue: address.sun_path)
@@ -40,19 +41,19 @@ final class ServiceNotifier: Sendable {
 
     deinit { if fd >= 0 { close(fd) } }
 
-    /// `READY=1`: started, lines requested, the event loop running.
-    func ready() { send("READY=1\nSTATUS=running") }
+    /// `READY=1`: started (the agent: lines requested, the event loop running; the bridge: the broker reached).
+    public func ready() { send("READY=1\nSTATUS=running") }
 
     /// `WATCHDOG=1`: the event loop is alive.
-    func alive() { send("WATCHDOG=1") }
+    public func alive() { send("WATCHDOG=1") }
 
     /// `STOPPING=1`: a graceful stop has begun.
-    func stopping() { send("STOPPING=1") }
+    public func stopping() { send("STOPPING=1") }
 
-    /// `STATUS=`: why the agent is about to exit with `code`. systemd keeps the text after the process ended, so
+    /// `STATUS=`: why the program is about to exit with `code`. systemd keeps the text after the process ended, so
     /// `systemctl status` shows it beside "status=78" and during the restart delay, when the journal's excerpt often
     /// holds only systemd's own lines (systemd #7748). systemd reads its notify socket before it reaps the process.
-    func exiting(code: Int32, reason: String?) {
+    public func exiting(code: Int32, reason: String?) {
         let text = reason.map { "exit \(code): \($0)" } ?? "exit \(code)"
         send("STATUS=" + text.replacing("\n", with: " "))
     }
