@@ -1,7 +1,8 @@
 # Sourced by the bridge's dev scripts (bridge-bench.sh, bridge-idle.sh): a private PostgreSQL 15 and mosquitto on
 # free loopback ports, the ParkWise test schema migrated by the bridge, both stopped (with what `pids` lists) at exit.
 #   start_bridge_services BRIDGE [postgres -c option…]   sets work, pgport, mqport, db and pids; extra lines for
-#                                                         mosquitto's config in $mosquitto_extra
+#                                                         mosquitto's config in $mosquitto_extra (and
+#                                                         $mosquitto_access in place of allow_anonymous true)
 pgbin=/usr/lib/postgresql/15/bin
 pids=()
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -25,7 +26,7 @@ start_bridge_services() {
     "${as_pg[@]}" "$pgbin/postgres" -D "$work/data" -p "$pgport" -k "$work" -c listen_addresses=127.0.0.1 "$@" \
         > "$work/postgres.log" 2>&1 &
     pids+=($!)
-    printf 'listener %s 127.0.0.1\nallow_anonymous true\n%s' "$mqport" "${mosquitto_extra:-}" > "$work/mosquitto.conf"
+    printf 'listener %s 127.0.0.1\n%s%s' "$mqport" "${mosquitto_access:-$'allow_anonymous true\n'}" "${mosquitto_extra:-}" > "$work/mosquitto.conf"
     [ "$(id -u)" -eq 0 ] && echo "user root" >> "$work/mosquitto.conf"
     /usr/sbin/mosquitto -c "$work/mosquitto.conf" > "$work/mosquitto.log" 2>&1 &
     pids+=($!)

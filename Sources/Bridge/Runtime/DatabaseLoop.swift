@@ -49,6 +49,8 @@ struct DatabaseLoop {
     private var rebirthEveryOnline = false
     private var stats = (applied: 0, duplicates: 0, batches: 0, since: monotonicSeconds())
     private var latencies: [Double] = []
+    /// Delivery to commit lately, in seconds: the last minute's p99, and the longest of this minute so far.
+    private var lateness = (lastMinute: 0.0, thisMinute: 0.0)
 
     init(runtime: BridgeRuntime, db: PostgresConnection, gate: DeviceGate) {
         self.runtime = runtime
@@ -111,7 +113,9 @@ struct DatabaseLoop {
         let outcome = try applier.apply(Array(pending.prefix(size)))
         for key in outcome.rebirth { runtime.rebirth(key) }
         let now = monotonicNanoseconds()
-        latencies += pendingReceived.prefix(size).map { Double(now - $0) / 1e6 }
+        let batch = pendingReceived.prefix(size).map { Double(now - $0) / 1e6 }
+        latencies += batch
+        lateness.thisMinute = max(lateness.thisMinute, (batch.max() ?? 0) / 1000)
         stats.applied += outcome.applied
         stats.duplicates += outcome.duplicates
         stats.batches += 1
@@ -285,7 +289,16 @@ struct DatabaseLoop {
             for row in online.rows { if let site = row[0], let device = row[1] { runtime.rebirth(DeviceKey(site: site, device: device)) } }
             rebirthEveryOnline = false   // only now: a failed query tries again (a rebirth is the only way to the retained states)
         }
-        for key in try sweep.run(applier) { runtime.rebirth(key) }
+        for key in try sweep.run(applier, gapWait: gapWait) { runtime.rebirth(key) }
+    }
+
+    /// How long a seq jump waits for the missing seqs before the device is asked for a rebirth: 2 s; with a shared
+    /// subscription the missing seqs may still be in another bridge's queue, as late as this bridge's own messages are:
+    /// twice this bridge's delivery-to-commit latency lately when that is longer, at most 60 s. (Under load a fixed 2 s
+    /// took seqs in flight for lost, and each rebirth's states added to the load: fleet-bench.sh.)
+    private var gapWait: Double {
+        guard runtime.config.shareGroup != nil else { return 2 }
+        return min(60, max(2, 2 * max(lateness.lastMinute, lateness.thisMinute)))
     }
 
     /// The figures of the last minute (at least), once there are any: after a commit, and when idle at the minute.
@@ -298,6 +311,7 @@ struct DatabaseLoop {
         Log.info("applied", ["messages": stats.applied, "duplicates": stats.duplicates, "batches": stats.batches,
                              "per_s": Int(Double(stats.applied) / max(elapsed, 0.001)),
                              "latency_p50_ms": rounded(p50), "latency_p99_ms": rounded(p99)])
+        lateness = (lastMinute: p99 / 1000, thisMinute: 0)
         stats = (0, 0, 0, monotonicSeconds())
         latencies.removeAll(keepingCapacity: true)
     }

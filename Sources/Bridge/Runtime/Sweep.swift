@@ -25,8 +25,9 @@ struct Sweep {
     /// When the next sweep is due (`monotonicSeconds()`).
     var due: Double { next }
 
-    /// Runs when due; returns the devices to ask for a rebirth.
-    mutating func run(_ applier: Applier) throws(ApplyError) -> Set<DeviceKey> {
+    /// Runs when due; returns the devices to ask for a rebirth (`gapWait`: seconds a detected seq jump waits for the
+    /// missing seqs first).
+    mutating func run(_ applier: Applier, gapWait: Double) throws(ApplyError) -> Set<DeviceKey> {
         let now = monotonicSeconds()
         guard now >= next else { return [] }
         next = now + seconds(config.reassertEvery)
@@ -38,7 +39,7 @@ struct Sweep {
         let staleAfter = seconds(config.staleAfter)
         let stale = try step(.markStale) { () throws(PostgresError) in try applier.markStale(after: staleAfter) }
         for key in stale ?? [] { Log.warn("device offline too long, its spots leave the free count", ["device": key]) }
-        let gaps = try step(.checkGaps) { () throws(PostgresError) in try applier.checkGaps(after: 2) } ?? []
+        let gaps = try step(.checkGaps) { () throws(PostgresError) in try applier.checkGaps(after: gapWait) } ?? []
         for key in gaps { Log.warn("events missing, reconciling from the device's retained states", ["device": key]) }
         let expired = try step(.expireHolds) { () throws(PostgresError) in try applier.expireHolds() } ?? []
         if !expired.isEmpty { Log.info("holds ran out, reservations expired", ["count": expired.count, "spots": listed(expired)]) }

@@ -1,0 +1,227 @@
+#!/usr/bin/env bash
+# A city on one machine (issue 25): FLEET_AGENTS simulated garages (default 200), each its own device id, password,
+# level of 24 spots with a gate in and out, and outbox; one mosquitto with the site's ACL (deploy/mosquitto/acl.conf)
+# and persistence; two bridges on a shared subscription; one PostgreSQL with the backend's tables and a level of spots
+# per garage. Prints figures, and exits 1 when the end is wrong:
+#   1. start storm: every agent started at once; time until `parkwise-bridge fleet` shows every board online
+#   2. peak: FLEET_PEAK_S (120) seconds of the morning at FLEET_SPEED (60)x: events/s committed, the bridges' delivery
+#      to commit latency, CPU (cores) and memory by kind of process
+#   3. broker restart: mosquitto stopped (SIGTERM: its persistence written) and started again; time until every board
+#      is online again and the bridges caught up
+#   4. the end: every agent stopped (SIGTERM); every spot in the database equals its board's retained state, every
+#      seq of every board arrived or lies in a declared gap, and both fleet views show every board OFFLINE.
+#   FLEET_AGENTS=300 deploy/dev/fleet-bench.sh      (FLEET_BRIDGES=1: one bridge, to compare)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+agents=${FLEET_AGENTS:-200}
+speed=${FLEET_SPEED:-60}
+peak_s=${FLEET_PEAK_S:-120}
+bridges=${FLEET_BRIDGES:-2}   # 1: one bridge, for comparison
+[ "$agents" -ge 1 ] && [ "$agents" -le 999 ] || { echo "fleet-bench: FLEET_AGENTS is 1 to 999" >&2; exit 64; }
+
+swift build -c release --product parkwise-agent > /tmp/fleet-bench-build.log 2>&1 \
+    && swift build -c release --product parkwise-bridge >> /tmp/fleet-bench-build.log 2>&1 \
+    || { cat /tmp/fleet-bench-build.log >&2; exit 1; }
+agent_bin=$PWD/.build/release/parkwise-agent
+bridge=$PWD/.build/release/parkwise-bridge
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+
+. deploy/dev/bridge-services.sh
+# The password file and ACL exist before the broker starts.
+fleet_root=$(mktemp -d /tmp/parkwise-fleet.XXXXXX)
+chmod 755 "$fleet_root"
+mosquitto_access=$'allow_anonymous false\npassword_file '"$fleet_root"$'/passwd\nacl_file '"$fleet_root"$'/acl\n'
+mosquitto_extra=$'persistence true\npersistence_location '"$fleet_root"$'/\nmax_queued_messages 0\nmax_connections -1\n'
+
+device() { printf 'g%03d' "$1"; }
+level() { printf 'G%03d' "$1"; }
+: > "$fleet_root/passwd"
+secret() { printf 'pw-%s-%s' "$1" "$RANDOM$RANDOM"; }
+bridge_password=$(secret bridge)
+printf 'parkwise-backend:%s\n' "$bridge_password" >> "$fleet_root/passwd"
+printf 'username=parkwise-backend\npassword=%s\n' "$bridge_password" > "$fleet_root/backend.credentials"
+for i in $(seq 1 "$agents"); do
+    d=$(device "$i"); p=$(secret "$d")
+    printf '%s:%s\n' "$d" "$p" >> "$fleet_root/passwd"
+    mkdir -p "$fleet_root/$d"
+    printf 'username=%s\npassword=%s\n' "$d" "$p" > "$fleet_root/$d/credentials"
+done
+chmod 600 "$fleet_root"/*/credentials "$fleet_root/backend.credentials"
+mosquitto_passwd -U "$fleet_root/passwd"
+sed 's#parkwise/v1/uniandes/#parkwise/v1/city/#' deploy/mosquitto/acl.conf > "$fleet_root/acl"
+[ "$(id -u)" -eq 0 ] && chown -R root "$fleet_root"
+
+start_bridge_services "$bridge"
+# FLEET_KEEP=1 keeps the logs, configs and outboxes (and the broker's persistence) in $fleet_root.
+trap 'stop_fleet; stop_bridge_services; [ -n "${FLEET_KEEP:-}" ] && echo "kept: $fleet_root" >&2 || rm -rf "$fleet_root"' EXIT
+mosquitto_pid=${pids[1]}
+sql() { psql -X -At -d "$db" -c "$1"; }
+now() { date +%s.%N; }
+since() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$1" "$(now)"; }
+fail() { echo "fleet-bench: FAILED: $*" >&2; exit 1; }
+# Waits up to $2 seconds for command $1 to succeed.
+wait_for() { local end=$(( SECONDS + $2 )); until eval "$1"; do [ $SECONDS -lt $end ] || return 1; sleep 0.2; done; }
+
+# The backend's side: a level of 24 spots (zones A and B of 12) per garage, beside the campus.
+sql "INSERT INTO levels (code, name, sort, underground)
+       SELECT format('G%s', lpad(g::text, 3, '0')), 'Garage ' || g, 100 + g, false FROM generate_series(1, $agents) g;
+     INSERT INTO spots (id, level_code, zone, code)
+       SELECT format('G%s-%s-%s', lpad(g::text, 3, '0'), z, lpad(n::text, 2, '0')), format('G%s', lpad(g::text, 3, '0')),
+              z, z || '-' || lpad(n::text, 2, '0')
+       FROM generate_series(1, $agents) g, unnest(ARRAY['A', 'B']) z, generate_series(1, 12) n" > /dev/null
+
+# The agents' configs: a simulated board, its level, two lanes, 24 spots.
+for i in $(seq 1 "$agents"); do
+    d=$(device "$i"); l=$(level "$i")
+    {
+        printf 'site: city\ndevice: %s\nboard: simulated\nmqtt:\n  brokers: ["mqtt://127.0.0.1:%s"]\n' "$d" "$mqport"
+        printf '  credentials: %s\n  keepalive: 30s\noutbox:\n  path: %s\n  capacity: 200\n' "$fleet_root/$d/credentials" "$fleet_root/$d/outbox"
+        printf 'spot_id_pattern: "<level>-<zone>-<nn>"\nlevels:\n  - { id: %s, capacity: 24 }\nlanes:\n' "$l"
+        printf '  - { id: gate-in, from: outside, to: %s, loops: { a: GPIO24, b: GPIO25 } }\n' "$l"
+        printf '  - { id: gate-out, from: %s, to: outside, loops: { a: GPIO13, b: GPIO19 } }\nspots:\n' "$l"
+        n=0
+        for pin in 2 3 4 5 6 7 8 9 10 11 12 14 15 16 17 18 20 21 22 23 26 27 0 1; do
+            n=$(( n + 1 ))
+            zone=A; k=$n; [ $n -gt 12 ] && { zone=B; k=$(( n - 12 )); }
+            printf '  - { id: %s-%s-%02d, input: GPIO%s }\n' "$l" "$zone" "$k" "$pin"
+        done
+    } > "$fleet_root/$d/agent.yaml"
+done
+"$agent_bin" check-config "$fleet_root/g001/agent.yaml" > /dev/null || fail "the generated config is refused"
+
+bridge_pids=()
+start_bridges() {
+    local names=(bridge-a bridge-b)
+    for name in "${names[@]:0:$bridges}"; do
+        printf 'sites: [city]\naccept_simulated: true\nshare_group: city-bridges\nclient_id: %s\ncredentials: %s\n' \
+            "$name" "$fleet_root/backend.credentials" > "$fleet_root/$name.yaml"
+        "$bridge" run --broker "mqtt://127.0.0.1:$mqport" --database "$db" --config "$fleet_root/$name.yaml" \
+            > /dev/null 2>> "$fleet_root/$name.log" &
+        bridge_pids+=($!)
+    done
+}
+agent_pids=()
+stop_fleet() {
+    for p in "${agent_pids[@]}" "${bridge_pids[@]}"; do kill "$p" 2>/dev/null || true; done
+}
+
+fleet_online() { sql "SELECT count(*) FROM sensor_devices WHERE site = 'city' AND online"; }
+committed() { sql "SELECT count(*) FROM sensor_events WHERE site = 'city'"; }
+# CPU seconds so far of the given PIDs (utime + stime of the process, its threads included).
+cpu() { local t=0; for p in "$@"; do
+    t=$(awk -v t="$t" -v hz="$(getconf CLK_TCK)" '{ print t + ($14 + $15) / hz }' "/proc/$p/stat" 2>/dev/null || echo "$t"); done; echo "$t"; }
+# Memory of the given PIDs: their proportional set sizes (shared pages split among the processes sharing them).
+pss_mb() { local k=0; for p in "$@"; do k=$(( k + $(awk '/^Pss:/ { print $2 }' "/proc/$p/smaps_rollup" 2>/dev/null || echo 0) )); done
+    echo $(( k / 1024 )); }
+postgres_pids() { local main; main=$(head -1 "$work/data/postmaster.pid"); echo "$main" $(pgrep -P "$main" || true); }
+
+echo "== $agents garages (24 spots, 2 lanes each: $(( agents * 24 )) spots), $bridges bridge(s) on \$share/city-bridges, speed ${speed}x"
+start_bridges
+wait_for '[ "$(grep -c "bridge running" "$fleet_root"/bridge-*.log 2>/dev/null | awk -F: "{ s += \$2 } END { print s }")" -ge "$bridges" ]' 30 \
+    || fail "the bridges did not start: $(cat "$fleet_root"/bridge-*.log)"
+
+echo "== 1. start storm: $agents agents started at once"
+t0=$(now)
+for i in $(seq 1 "$agents"); do
+    d=$(device "$i")
+    "$agent_bin" run --config "$fleet_root/$d/agent.yaml" --simulate --speed "$speed" --sim-start 07:00 --seed "$i" \
+        > /dev/null 2> "$fleet_root/$d/agent.log" &
+    agent_pids+=($!)
+done
+wait_for '[ "$(fleet_online)" -eq "$agents" ]' 300 || fail "only $(fleet_online) of $agents boards online after 300 s"
+echo "every board online in the database after $(since "$t0") s"
+
+echo "== 2. peak: ${peak_s} s of the morning at ${speed}x"
+declare -A members cpu0
+members=([agents]="${agent_pids[*]}" [broker]="$mosquitto_pid" [bridges]="${bridge_pids[*]}" [postgres]="$(postgres_pids)")
+kinds="agents broker bridges postgres"
+for k in $kinds; do cpu0[$k]=$(cpu ${members[$k]}); done
+e0=$(committed); t0=$(now)
+sleep "$peak_s"   # a measuring window, not a wait for a condition
+e1=$(committed); t1=$(now)
+for k in $kinds; do
+    python3 -c "import sys; n, a, b, w, m = sys.argv[1:]; print(f'  {n:8} {(float(b) - float(a)) / float(w):.2f} cores, {m} MB (PSS)')" \
+        "$k" "${cpu0[$k]}" "$(cpu ${members[$k]})" "$(python3 -c "print($t1 - $t0)")" "$(pss_mb ${members[$k]})"
+done
+python3 -c "print(f'committed: {($e1 - $e0) / ($t1 - $t0):.0f} events/s ({$e1 - $e0} in {$t1 - $t0:.0f} s)')"
+grep -h "info applied" "$fleet_root"/bridge-*.log | tail -4 | sed 's/^/  /' || true
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); rebirths asked for missing seqs so far: $(cat "$fleet_root"/bridge-*.log | grep -c 'events missing' || true)"
+
+echo "== 3. broker restart: $agents boards reconnect, replay and publish every state again"
+e0=$(committed)
+sql "CREATE TABLE fleet_before AS SELECT device, (status->>'reconnects')::int AS reconnects FROM sensor_devices WHERE site = 'city'" > /dev/null
+kill -TERM "$mosquitto_pid"; while kill -0 "$mosquitto_pid" 2>/dev/null; do sleep 0.05; done
+t0=$(now); restarted=$t0
+/usr/sbin/mosquitto -c "$work/mosquitto.conf" >> "$work/mosquitto.log" 2>&1 &
+mosquitto_pid=$!; pids+=("$mosquitto_pid")
+# A board is back once its status online says one more reconnection than before the restart.
+back="SELECT count(*) FROM sensor_devices d JOIN fleet_before b USING (device)
+      WHERE d.site = 'city' AND d.online AND (d.status->>'reconnects')::int > b.reconnects"
+wait_for '[ "$(sql "$back")" -eq "$agents" ]' 300 || fail "only $(sql "$back") of $agents boards back online 300 s after the restart"
+echo "every board online again $(since "$t0") s after the broker came back; $(( $(committed) - e0 )) events committed meanwhile"
+
+echo "== 4. the end: every agent stopped"
+t0=$(now)
+for p in "${agent_pids[@]}"; do kill -TERM "$p"; done
+for p in "${agent_pids[@]}"; do wait "$p" || fail "an agent exited $? at its stop: see $fleet_root"; done
+agent_pids=()
+echo "every agent stopped after $(since "$t0") s"
+mosquitto_sub -p "$mqport" -u parkwise-backend -P "$bridge_password" -t 'parkwise/v1/city/+/state/spot/#' -v --retained-only -C $(( agents * 24 )) -W 30 \
+    > "$fleet_root/truth.txt" 2>/dev/null || true
+truth=$(python3 - "$fleet_root/truth.txt" "$(( agents * 24 ))" <<'PY'
+import json, sys
+spots = {}
+for line in open(sys.argv[1]):
+    topic, payload = line.rstrip("\n").split(" ", 1)
+    state = json.loads(payload)["state"]
+    spots[topic.rsplit("/", 1)[1]] = "disabled" if state == "unknown" else state
+if len(spots) != int(sys.argv[2]):
+    sys.exit(f"{len(spots)} retained spot states, not {sys.argv[2]}")
+print(",".join(f"{k}={v}" for k, v in sorted(spots.items())))
+PY
+) || fail "the retained states: $truth"
+sensed="SELECT coalesce(string_agg(id || '=' || status, ',' ORDER BY id COLLATE \"C\"), '') FROM spots WHERE source = 'sensor' AND id LIKE 'G%'"
+if wait_for '[ "$(sql "$sensed")" = "$truth" ]' 120; then
+    echo "every spot in the database equals its board's retained state $(since "$t0") s after the stop"
+else
+    python3 - "$truth" "$(sql "$sensed")" <<'PY' >&2
+import sys
+a = dict(x.split("=") for x in sys.argv[1].split(",")); b = dict(x.split("=") for x in sys.argv[2].split(",") if x)
+diff = [f"{k}: board {a.get(k)}, database {b.get(k)}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+print(f"{len(diff)} spots differ, e.g. " + "; ".join(diff[:10]))
+PY
+    fail "the database does not equal the boards' retained states"
+fi
+undeclared=$(sql "
+    WITH top AS (SELECT device, max(seq) AS top FROM sensor_events WHERE site = 'city' GROUP BY device),
+         declared AS (SELECT device, (payload->>'first_seq')::bigint AS a, (payload->>'last_seq')::bigint AS b
+                      FROM sensor_events WHERE site = 'city' AND type = 'outbox.dropped')
+    SELECT top.device || ':' || s FROM top, generate_series(1, top.top) s
+    WHERE NOT EXISTS (SELECT 1 FROM sensor_events e WHERE e.site = 'city' AND e.device = top.device AND e.seq = s)
+      AND NOT EXISTS (SELECT 1 FROM declared d WHERE d.device = top.device AND s BETWEEN d.a AND d.b)
+    ORDER BY 1")
+if [ -n "$undeclared" ]; then
+    first=${undeclared%%$'\n'*}
+    echo "the first: $first; its neighbours as committed (seq, type, at, received_at):" >&2
+    sql "SELECT seq, type, at, received_at FROM sensor_events WHERE site = 'city' AND device = '${first%%:*}'
+         AND seq BETWEEN ${first#*:} - 3 AND ${first#*:} + 3 ORDER BY seq" >&2
+    sql "SELECT first_seq, last_seq, declared, detected_at FROM sensor_gaps WHERE site = 'city' AND device = '${first%%:*}'" >&2
+    echo "broker restarted at $(date -u -d "@${restarted%.*}" +%T) (UTC); its log:" >&2
+    tail -5 "$work/mosquitto.log" >&2
+    fail "$(wc -l <<<"$undeclared") seqs neither arrived nor declared: $(head -20 <<<"$undeclared" | tr '\n' ' ')"
+fi
+echo "seqs: $(committed) events of $agents boards, every seq arrived or declared ($(sql "SELECT count(*) FROM sensor_events WHERE site = 'city' AND type = 'outbox.dropped'") outbox.dropped)"
+wait_for '[ "$(sql "SELECT count(*) FROM sensor_devices WHERE site = '"'"'city'"'"' AND NOT online")" -eq "$agents" ]' 60 \
+    || { left=$(sql "SELECT device FROM sensor_devices WHERE site = 'city' AND online ORDER BY device LIMIT 1")
+         sql "SELECT device, status_at, heard_at, status::text FROM sensor_devices WHERE site = 'city' AND device = '$left'" >&2
+         grep -h "$left" "$fleet_root"/bridge-*.log | tail -5 >&2
+         fail "$(sql "SELECT count(*) FROM sensor_devices WHERE site = 'city' AND online") boards still online in the database after every agent stopped"; }
+offline=$("$bridge" fleet --database "$db" --site city | grep -c OFFLINE || true)
+[ "$offline" -eq "$agents" ] || fail "parkwise-bridge fleet shows $offline boards OFFLINE, not $agents"
+offline=$("$agent_bin" monitor --broker "mqtt://127.0.0.1:$mqport" --credentials "$fleet_root/backend.credentials" --fleet city \
+    2> /dev/null | grep -c OFFLINE || true)
+[ "$offline" -eq "$agents" ] || fail "parkwise-agent monitor --fleet shows $offline boards OFFLINE, not $agents"
+echo "both fleet views: $agents boards OFFLINE"
+grep -h "info applied" "$fleet_root"/bridge-*.log | tail -2 | sed 's/^/  /' || true
+echo "rebirths asked for missing seqs in the whole run: $(cat "$fleet_root"/bridge-*.log | grep -c 'events missing' || true)"
+echo "fleet-bench: ok"
