@@ -169,7 +169,14 @@ check_edits reinstall
 check_settings reinstall
 check "echo 'username=ci' > $etc/credentials && chown $user: $etc/credentials" "credentials added"
 
+[ "$package" = parkwise-bridge ] || check 'printf record > /var/lib/parkwise-agent/outbox/outbox.log' "an outbox with records"
 in_root dpkg -P "$package" >"$log" 2>&1 || { cat "$log" >&2; fail "purge"; }
+if [ "$package" = parkwise-agent ]; then
+    # An outbox that may hold undelivered events is kept aside, and the purge says where.
+    grep -F "parkwise-agent: the state directory is kept aside in /var/backups/parkwise-agent-" "$log" >/dev/null ||
+        { cat "$log" >&2; fail "purge: no word of the outbox kept aside"; }
+    check '[ "$(cat /var/backups/parkwise-agent-*/outbox/outbox.log)" = record ] && [ -e /var/backups/parkwise-agent-*/outbox-marker ]' purge
+fi
 # The user stays (the credentials kept below are its files: a freed uid could hand them to another package's user).
 check "getent passwd $user" purge
 for setting in "${settings[@]}"; do check "[ ! -e ${setting%% *} ]" purge; done

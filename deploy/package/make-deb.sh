@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds PACKAGE_<version>+deb<N>_<arch>.deb, the agent's (default) or the bridge's (deploy/package/README.md):
+# Builds PACKAGE_<upstream>-<revision>+deb<N>_<arch>.deb, the agent's (default) or the bridge's (deploy/package/README.md):
 #   deploy/package/make-deb.sh                                  # parkwise-agent, this machine's arch and Debian release
 #   deploy/package/make-deb.sh parkwise-bridge                  # the bridge, the same way
 #   deploy/package/make-deb.sh [PACKAGE] arm64 bookworm         # Raspberry Pi OS 12 / Debian 12 (cross build, needs root)
@@ -63,14 +63,33 @@ libdir=lib
 [ "$suite" = bookworm ] || libdir=usr/lib
 
 upstream=$("${program[@]}" --version | awk '{print $NF}')
-version=$upstream+deb$release
 changelog=$files/changelog
+# The changelog's top entry is UPSTREAM-REVISION: a packaging-only fix is a new revision of the same program.
 top=$(sed -n "1s/^$package (\\([^)]*\\)).*/\\1/p" "$changelog")
-[ "$top" = "$upstream" ] || {
-    echo "make-deb: $package is $upstream but $changelog starts with '$top': add an entry" >&2
+revision=${top#"$upstream"-}
+[[ $top == "$upstream"-* && $revision =~ ^[0-9]+$ ]] || {
+    echo "make-deb: $package is $upstream but $changelog starts with '$top': add an entry '$package ($upstream-1)'" >&2
     exit 1
 }
-maintainer=$(sed -n 's/^ -- \(.*>\)  .*/\1/p;T;q' "$changelog")
+version=$upstream-$revision+deb$release
+# The maintainer is a role address, set at build time (PARKWISE_MAINTAINER="Team <role@example.org>"); by default
+# the changelog's.
+maintainer=${PARKWISE_MAINTAINER:-$(sed -n 's/^ -- \(.*>\)  .*/\1/p;T;q' "$changelog")}
+[[ $maintainer =~ ^[^\<\>]+\ \<[^@\<\>\ ]+@[^@\<\>\ ]+\>$ ]] || {
+    echo "make-deb: maintainer '$maintainer' is not 'Name <address>' (PARKWISE_MAINTAINER)" >&2
+    exit 64
+}
+# The Swift runtime is linked in statically: a cross build names the Debian source package it came from (Debian
+# policy 7.8, Built-Using); the host's toolchain (swift.org's, in /opt/swift) is no Debian package and has none.
+built_using=""
+if [ "$arch" = arm64 ]; then
+    swiftlang=$(find "$CROSS_CACHE/apt-trixie/debs" -maxdepth 1 -name 'swiftlang_*_arm64.deb' -print -quit)
+    [ -n "$swiftlang" ] || { echo "make-deb: the cross build left no swiftlang .deb in $CROSS_CACHE/apt-trixie/debs" >&2; exit 1; }
+    source=$(dpkg-deb -f "$swiftlang" Source)   # "name (version)" after a binNMU, "name" or nothing otherwise
+    source_version=$(sed -n 's/.*(\(.*\))/\1/p' <<<"$source")
+    built_using="${source%% *} (= ${source_version:-$(dpkg-deb -f "$swiftlang" Version)})"
+    [ -n "$source" ] || built_using="swiftlang (= $(dpkg-deb -f "$swiftlang" Version))"
+fi
 export SOURCE_DATE_EPOCH
 SOURCE_DATE_EPOCH=$(date -d "$(sed -n 's/^ -- .*>  //p;T;q' "$changelog")" +%s)
 
@@ -126,13 +145,13 @@ install -D -m 0755 "$binary" "$root/usr/bin/$package"
 if [ "$arch" = "$(dpkg --print-architecture)" ]; then strip --remove-section=.comment --remove-section=.note "$root/usr/bin/$package"; fi  # cross: --strip-all
 install -D -m 0644 "deploy/systemd/$package.service" "$root/$libdir/systemd/system/$package.service"
 "package_files_${package#parkwise-}"
-sed "1s/^$package ($upstream) [a-z]*;/$package ($version) $suite;/" "$changelog" | gzip -9n >"$doc/changelog.gz"
+sed "1s/^$package ($top) [a-z]*;/$package ($version) $suite;/" "$changelog" | gzip -9n >"$doc/changelog.Debian.gz"
 # One copyright file: the packages differ only in their name.
 sed "s/parkwise-agent/$package/g" deploy/package/copyright >"$doc/copyright"
 mkdir -p "$root/usr/share/man/man1"
 python3 deploy/package/help2man.py "$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%d)" "${man_files[@]}" -- "${program[@]}" \
     | gzip -9n >"$root/usr/share/man/man1/$package.1.gz"
-chmod 0644 "$doc/changelog.gz" "$doc/copyright" "$root/usr/share/man/man1/$package.1.gz"
+chmod 0644 "$doc/changelog.Debian.gz" "$doc/copyright" "$root/usr/share/man/man1/$package.1.gz"
 
 depends="adduser, $(python3 deploy/package/shlibdeps.py "$binary" "${control_files[@]}")"
 mkdir -p "$root/DEBIAN"
@@ -144,7 +163,8 @@ Architecture: $arch
 Maintainer: $maintainer
 Installed-Size: $(du -sk --exclude=DEBIAN "$root" | cut -f1)
 Depends: $depends
-Section: net
+${built_using:+Built-Using: $built_using
+}Section: net
 Priority: optional
 Description: $description
 CONTROL

@@ -1,7 +1,7 @@
 import ParkWiseCLI
 
 enum AgentVersion {
-    static let current = "0.1.0"
+    static let current = "0.2.0"
 }
 
 enum VersionCommand {

@@ -2,7 +2,7 @@ import ParkWiseCLI
 
 /// The bridge's subcommands, in the order `help` lists them.
 enum BridgeCommands {
-    static let version = "0.1.0"
+    static let version = "0.2.0"
 
     static let program = Program(
         summary: """
