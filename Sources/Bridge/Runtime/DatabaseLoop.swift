@@ -294,8 +294,8 @@ struct DatabaseLoop {
 
     /// How long a seq jump waits for the missing seqs before the device is asked for a rebirth: 2 s; with a shared
     /// subscription the missing seqs may still be in another bridge's queue, as late as this bridge's own messages are:
-    /// twice this bridge's delivery-to-commit latency lately when that is longer, at most 60 s. (Under load a fixed 2 s
-    /// took seqs in flight for lost, and each rebirth's states added to the load: fleet-bench.sh.)
+    /// twice this bridge's delivery-to-commit latency lately when that is longer, at most 60 s. (fleet-bench.sh at 300
+    /// boards: about 600 rebirths a run either way; the other bridge's lag can be 2-3 times this one's.)
     private var gapWait: Double {
         guard runtime.config.shareGroup != nil else { return 2 }
         return min(60, max(2, 2 * max(lateness.lastMinute, lateness.thisMinute)))
