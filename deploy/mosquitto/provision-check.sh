@@ -75,7 +75,27 @@ started=$(date +%s%N)
 bash deploy/mosquitto/provision.sh uniandes p2-east >"$work/install-line" 2>"$work/provision.log" ||
     { cat "$work/provision.log" >&2; fail "provision uniandes p2-east"; }
 echo "provision-check: provision.sh took $(( ($(date +%s%N) - started) / 1000000 )) ms" >&2
-bash deploy/mosquitto/provision.sh uniandes p3-west >/dev/null 2>&1 || fail "provision uniandes p3-west"
+# p3-west with its spots, as `parkwise-bridge export-config --level P3 --zone A --output` writes them (levels and spots
+# only; each input UNSET), and its board named.
+cat >"$work/p3-a.yaml" <<'SPOTS'
+# From ParkWise's levels and spots tables by parkwise-bridge export-config --level P3 --zone A, 2026-12-03T08:00:00Z.
+levels:
+  - { id: "P3", capacity: 48 }   # 48 spots in the backend (this file: zone A, 2 of them)
+spots:
+  - { id: "P3-A-01", input: UNSET }   # A01
+  - { id: "P3-A-02", input: UNSET }   # A02 EV
+SPOTS
+sed '1a site: "elsewhere"' "$work/p3-a.yaml" >"$work/whole.yaml"
+if bash deploy/mosquitto/provision.sh uniandes p3-west "$work/whole.yaml" >/dev/null 2>"$work/refused"; then
+    fail "a whole config as SPOTS was accepted"
+fi
+grep -q "has its own 'site:' (a whole config): export it without --site and --device" "$work/refused" ||
+    { cat "$work/refused" >&2; fail "the refusal of a whole config as SPOTS does not say why"; }
+[ ! -e "$work/out/uniandes-p3-west.tar" ] && ! grep -q "^p3-west " "$broker/devices" || fail "a refused SPOTS still provisioned p3-west"
+PARKWISE_BOARD=raspberry-pi-4 bash deploy/mosquitto/provision.sh uniandes p3-west "$work/p3-a.yaml" >/dev/null 2>"$work/p3.log" ||
+    { cat "$work/p3.log" >&2; fail "provision uniandes p3-west with its spots"; }
+grep -q "its config has the spots of $work/p3-a.yaml; then walk-test --learn and doctor" "$work/p3.log" ||
+    { cat "$work/p3.log" >&2; fail "provision with SPOTS does not say what comes next"; }
 eventually 10 reloaded 2 || fail "the broker was not reloaded (SIGHUP) by provision.sh"
 grep -qx "  sudo tar -xpf uniandes-p2-east.tar -C /" "$work/install-line" || { cat "$work/install-line" >&2; fail "provision.sh's install line"; }
 
@@ -101,6 +121,14 @@ for board in p2-east p3-west; do
     mkdir -p "$work/$board"
     tar -xpf "$work/out/uniandes-$board.tar" -C "$work/$board"
 done
+# p3-west's config is whole but for its spots' inputs: check-config names each one (and nothing else).
+p3_config=$work/p3-west.yaml
+sed "s|/etc/parkwise-agent/|$work/p3-west/etc/parkwise-agent/|g" "$work/p3-west/etc/parkwise-agent/agent.yaml" >"$p3_config"
+grep -qx "board: raspberry-pi-4" "$p3_config" || fail "PARKWISE_BOARD did not name the board in the config"
+if "$agent" check-config "$p3_config" >"$work/check" 2>&1; then fail "check-config passed spots whose inputs are UNSET"; fi
+[ "$(grep -c ': error: ' "$work/check")" = 2 ] && grep -q "error: spot P3-A-01: input not set" "$work/check" &&
+    grep -q "error: spot P3-A-02: input not set" "$work/check" ||
+    { cat "$work/check" >&2; fail "check-config of p3-west's bundle: not exactly its two UNSET inputs"; }
 files=$work/p2-east/etc/parkwise-agent
 password=$(sed -n 's/^password=//p' "$files/credentials")
 p3_password=$(sed -n 's/^password=//p' "$work/p3-west/etc/parkwise-agent/credentials")

@@ -7,13 +7,19 @@
 # signed with the key (a secret key in gpg's GNUPGHOME): suite = the Debian release the package was built for, from
 # its version's +deb12 (bookworm: Raspberry Pi OS 12) or +deb13 (trixie: Raspberry Pi OS 13), component main,
 # architectures arm64 and amd64. Release files say Origin: ParkWise, Label: ParkWise (what unattended-upgrades
-# matches). REPO/parkwise-archive-keyring.pgp is the key boards trust (/etc/apt/keyrings/).
+# matches). REPO/parkwise-archive-keyring.pgp is the signing key; REPO/parkwise-SUITE.sources is a board's whole
+# apt entry for a suite (deb822, the key inline in Signed-By, trusted for this repository only), so adding the
+# repository on a board is one command: fetch that file into /etc/apt/sources.list.d/.
+#   PARKWISE_REPO_URL   where boards reach REPO (default http://apt.garage.lan/parkwise/): the entries' URIs
 set -euo pipefail
 # shellcheck source=deploy/package/cross-env.sh
 source "$(dirname "$0")/cross-env.sh"
 [ $# -ge 1 ] || { echo "usage: PARKWISE_REPO_KEY=FINGERPRINT $0 REPO [DEB...]" >&2; exit 64; }
 repo=$1
 shift
+url=${PARKWISE_REPO_URL:-http://apt.garage.lan/parkwise/}
+[[ $url =~ ^(https?|file):[^[:space:]]+$ ]] ||
+    { echo "make-repo: PARKWISE_REPO_URL '$url' is not an http://, https:// or file: URL" >&2; exit 64; }
 key=${PARKWISE_REPO_KEY:-}
 [ -n "$key" ] || { echo "make-repo: set PARKWISE_REPO_KEY to the fingerprint of the signing key (gpg --list-secret-keys)" >&2; exit 64; }
 log=$(mktemp)
@@ -78,6 +84,21 @@ for suite in "${suites[@]}"; do
 done
 gpg --batch --export "$key" >"$repo/parkwise-archive-keyring.pgp.new"
 mv "$repo/parkwise-archive-keyring.pgp.new" "$repo/parkwise-archive-keyring.pgp"
+# A board's entry per suite: deb822 continuation lines, an empty line of the armored key as " ." (sources.list(5)).
+armored=$(gpg --batch --armor --export "$key" | sed 's/^$/./; s/^/ /')
+for suite in "${suites[@]}"; do
+    cat >"$repo/parkwise-$suite.sources.new" <<SOURCES
+# The ParkWise apt repository for Raspberry Pi OS / Debian $suite, with its signing key (trusted for this
+# repository only). On a board: sudo curl -fsSLo /etc/apt/sources.list.d/parkwise.sources ${url%/}/parkwise-$suite.sources
+Types: deb
+URIs: $url
+Suites: $suite
+Components: main
+Signed-By:
+$armored
+SOURCES
+    mv "$repo/parkwise-$suite.sources.new" "$repo/parkwise-$suite.sources"
+done
 chmod -R a+rX "$repo"
 rm -rf "$repo/dists.old"
 [ ! -d "$repo/dists" ] || mv "$repo/dists" "$repo/dists.old"

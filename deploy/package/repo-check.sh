@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The signed apt repository as a board uses it (run by ci-arm64.sh, as root): make-repo.sh builds it from the .debs
 # given, signed with a throwaway key (a temporary GNUPGHOME); in the Debian root install-cycle.sh caches (amd64,
-# bookworm) the board's two files — the keyring in /etc/apt/keyrings/ and apt/parkwise.sources — point apt at it,
+# bookworm) the board's one file — the repository's parkwise-bookworm.sources, its key inline — points apt at it,
 # served by python3's http.server on 127.0.0.1 (free port); apt installs the agent; the repository gets the next
 # version (the same package with a higher version) and unattended-upgrade, with apt/52parkwise-unattended-upgrades,
 # upgrades it; then a repository signed by another key, a changed Packages index and a changed .deb are refused by
@@ -88,10 +88,12 @@ for _ in $(seq 100); do grep -q "port [0-9]" "$work/http.log" && break; sleep 0.
 port=$(sed -n 's/.* port \([0-9]*\) .*/\1/p' "$work/http.log")
 [ -n "$port" ] || { cat "$work/http.log" >&2; fail "python3 -m http.server did not say its port within 10 s"; }
 
-# The board's two files, as the README says (only the URI differs), and the upgrade policy.
-install -D -m 0644 "$repo/parkwise-archive-keyring.pgp" "$root/etc/apt/keyrings/parkwise-archive-keyring.pgp"
-sed "s|^URIs: .*|URIs: http://127.0.0.1:$port/|" deploy/package/apt/parkwise.sources >"$root/etc/apt/sources.list.d/parkwise.sources"
-grep -qx "URIs: http://127.0.0.1:$port/" "$root/etc/apt/sources.list.d/parkwise.sources" || fail "parkwise.sources has no URIs: line"
+# The board's one file, the repository's own parkwise-bookworm.sources with its key inline, as the README says (only
+# the URI differs: the server's port is known now), and the upgrade policy.
+sed "s|^URIs: .*|URIs: http://127.0.0.1:$port/|" "$repo/parkwise-bookworm.sources" >"$root/etc/apt/sources.list.d/parkwise.sources"
+grep -qx "URIs: http://127.0.0.1:$port/" "$root/etc/apt/sources.list.d/parkwise.sources" || fail "parkwise-bookworm.sources has no URIs: line"
+grep -qx " -----BEGIN PGP PUBLIC KEY BLOCK-----" "$root/etc/apt/sources.list.d/parkwise.sources" || fail "parkwise-bookworm.sources has no key inline"
+[ ! -e "$root/etc/apt/keyrings/parkwise-archive-keyring.pgp" ] || fail "the root has a keyring file: the inline key would not be what is tested"
 install -m 0644 deploy/package/apt/52parkwise-unattended-upgrades "$root/etc/apt/apt.conf.d/"
 quiet in_root apt-get update -q
 quiet in_root apt-get install -y -q --no-install-recommends parkwise-agent
