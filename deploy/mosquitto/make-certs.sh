@@ -8,7 +8,8 @@
 # Writes OUTDIR/ca.crt ca.key server.crt server.key, CLIENT.crt CLIENT.key, and crl.pem (the CA's revocation list,
 # empty at first, which mosquitto's crlfile needs; crl.sh, revoke.sh). The server certificate
 # names localhost and 127.0.0.1 plus every SERVER_NAMES entry (DNS names or IP addresses). An existing
-# CA in OUTDIR is reused, so running it again only adds clients. Keys are mode 0600.
+# CA in OUTDIR is reused, so running it again only adds clients. The keys it makes are mode 0600; files already
+# there keep their modes.
 # Validity: DAYS (default 825). For production, keep ca.key off the broker.
 set -euo pipefail
 # shellcheck source=deploy/mosquitto/crl.sh
@@ -30,6 +31,8 @@ if [ ! -s "$out/ca.key" ] || [ ! -s "$out/ca.crt" ]; then
     openssl req -x509 -newkey rsa:2048 -nodes -sha256 -days "$days" \
         -keyout "$out/ca.key" -out "$out/ca.crt" -subj "/O=ParkWise/CN=ParkWise test CA" \
         -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
+    chmod 600 "$out/ca.key"
+    chmod 644 "$out/ca.crt"
 fi
 
 # sign NAME EXTFILE: NAME.key + NAME.crt signed by the CA.
@@ -39,6 +42,8 @@ sign() {
     openssl x509 -req -sha256 -days "$days" -in "$out/$1.csr" -CA "$out/ca.crt" -CAkey "$out/ca.key" \
         -CAcreateserial -out "$out/$1.crt" -extfile "$2" 2>/dev/null
     rm -f "$out/$1.csr"
+    chmod 600 "$out/$1.key"
+    chmod 644 "$out/$1.crt"
 }
 
 [ -s "$out/crl.pem" ] || crl_issue "$out"
@@ -68,6 +73,7 @@ for name in "$@"; do
     sign "$name" "$ext"
 done
 
-chmod 600 "$out"/*.key
-chmod 644 "$out"/*.crt
+# Only what this run made: the modes given to existing files stay (the broker reads server.key through its group,
+# README.md "Install"; a provision that made it 0600 again left mosquitto, which reads it at a reload as its own user,
+# without its key: every TLS handshake failed).
 echo "make-certs: $out: ca.crt server.crt${*:+ $(printf '%s.crt ' "$@")}" >&2

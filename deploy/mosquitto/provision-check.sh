@@ -44,6 +44,7 @@ print(" ".join(str(x.getsockname()[1]) for x in s))'
 broker=$work/broker
 mkdir -p "$broker" "$work/out"
 bash deploy/mosquitto/make-certs.sh "$broker/certs" 2>/dev/null
+chmod 0640 "$broker/certs/server.key"   # as README.md "Install" has it: mosquitto's group reads it
 install -m 0600 /dev/null "$broker/passwd"
 backend_pw=$(openssl rand -hex 12)
 mosquitto_passwd -b "$broker/passwd" parkwise-backend "$backend_pw"
@@ -97,6 +98,8 @@ PARKWISE_BOARD=raspberry-pi-4 bash deploy/mosquitto/provision.sh uniandes p3-wes
 grep -q "its config has the spots of $work/p3-a.yaml; then walk-test --learn and doctor" "$work/p3.log" ||
     { cat "$work/p3.log" >&2; fail "provision with SPOTS does not say what comes next"; }
 eventually 10 reloaded 2 || fail "the broker was not reloaded (SIGHUP) by provision.sh"
+# mosquitto (its own user on a real host) reads the server's key again at a reload: provisioning leaves its mode alone.
+[ "$(stat -c %a "$broker/certs/server.key")" = 640 ] || fail "provision.sh changed server.key's mode to $(stat -c %a "$broker/certs/server.key")"
 grep -qx "  sudo tar -xpf uniandes-p2-east.tar -C /" "$work/install-line" || { cat "$work/install-line" >&2; fail "provision.sh's install line"; }
 
 # An id never collides: taken (at any site), not a topic part, or the broker's own.

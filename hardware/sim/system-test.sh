@@ -35,6 +35,7 @@ SUMMARY=()         # timings, printed at the end
 
 finish() {
     local line
+    [[ ! -d "$WORK/gnupg" ]] || gpgconf --homedir "$WORK/gnupg" --kill gpg-agent 2>/dev/null
     for line in "${SUMMARY[@]}"; do echo "system-test: $line"; done
     vm_finish system-test
 }
@@ -44,7 +45,7 @@ timed() { SUMMARY+=("$(printf '%-44s %s' "$1" "$2")"); echo "system-test: $1: $2
 
 # --- host tools, the VM's kernel, the packages, the root image, the initramfs ------------------------------------------
 need=()
-for tool in qemu-system-x86_64:qemu-system-x86 qemu-img:qemu-utils debootstrap:debootstrap mkfs.ext4:e2fsprogs; do
+for tool in qemu-system-x86_64:qemu-system-x86 qemu-img:qemu-utils debootstrap:debootstrap mkfs.ext4:e2fsprogs gpg:gpg; do
     command -v "${tool%%:*}" >/dev/null || need+=("${tool#*:}")
 done
 if ((${#need[@]})); then
@@ -82,6 +83,14 @@ dpkg-deb -R "$V1" "$WORK/v2" && sed -i "s/^Version: .*/Version: $VERSION2/" "$WO
     dpkg-deb --root-owner-group --build "$WORK/v2" "$WORK/v2.deb" > /dev/null || cannot_run "cannot repack $V1 as $VERSION2"
 rm -rf "$WORK/v2"
 timed "the .debs (make-deb.sh) and the agent's newer build" "$((SECONDS - step)) s"
+# The board's apt repository for the commissioning case (a file: URL in the guest), signed by a throwaway key.
+export GNUPGHOME="$WORK/gnupg"
+mkdir -m 0700 "$GNUPGHOME"
+gpg --batch --pinentry-mode loopback --passphrase '' --quick-gen-key "ParkWise system test <systest@parkwise.invalid>" ed25519 sign 1d \
+    > "$WORK/gpg.log" 2>&1 || { cat "$WORK/gpg.log"; cannot_run "gpg could not make the repository's key"; }
+REPO_KEY="$(gpg --batch --with-colons --list-secret-keys systest@parkwise.invalid 2>/dev/null | awk -F: '$1 == "fpr" { print $10; exit }')"
+PARKWISE_REPO_KEY="$REPO_KEY" PARKWISE_REPO_URL=file:/var/cache/parkwise-sim/repo/ bash "$REPO/deploy/package/make-repo.sh" \
+    "$WORK/repo" "$V1" 2> "$WORK/make-repo.err" || { cat "$WORK/make-repo.err"; cannot_run "make-repo.sh failed"; }
 
 step=$SECONDS
 bash "$HERE/system-root.sh" "$CACHE" "$V1" "$BRIDGE" > "$WORK/root.out" || cannot_run "the root image failed (see above)"
@@ -101,7 +110,11 @@ initrd() {  # the stage-1 initramfs into $WORK/initrd.cpio: busybox, block modul
     for m in "${VM_BLOCK_MODULES[@]}"; do cp "$MODS/${m##*/}.ko" "$stage/modules/" && echo "${m##*/}"; done > "$stage/modules/order"
     cp "$HERE/guest/system/init" "$stage/init" && chmod +x "$stage/init" &&
     cp "$HERE/guest/lib.sh" "$HERE/guest/serve.sh" "$stage/files/sim/" &&
-    cp "$HERE/guest/system/serve" "$HERE/guest/system/chips" "$HERE/guest/system/backend" "$stage/files/sim/system/" &&
+    cp "$HERE/guest/system/serve" "$HERE/guest/system/chips" "$HERE/guest/system/backend" "$HERE/guest/system/commission" \
+        "$stage/files/sim/system/" &&
+    mkdir -p "$stage/files/sim/mosquitto" && cp "$REPO"/deploy/mosquitto/{provision.sh,devices.sh,crl.sh,make-certs.sh} \
+        "$REPO"/deploy/mosquitto/{mosquitto.conf,acl.conf} "$stage/files/sim/mosquitto/" &&
+    cp -a "$WORK/repo" "$stage/files/var/cache/parkwise-sim/repo" &&
     cp "$HERE"/guest/system/*.service "$stage/files/etc/systemd/system/" &&
     cp "$V1" "$BRIDGE" "$WORK/v2.deb" "$REPO/deploy/backend/parkwise-test-schema.sql" "$stage/files/var/cache/parkwise-sim/" ||
         return 1
@@ -395,6 +408,37 @@ bridge_purged() {
     check -t 300 "apt purge parkwise-bridge: stopped, settings, unit and enablement gone; user stays; the backend's rows untouched" "$BACKEND; apt-get purge -y parkwise-bridge > /tmp/apt.log 2>&1 || { cat /tmp/apt.log; exit 1; }; ! systemctl is-active parkwise-bridge && [ ! -e /etc/parkwise-bridge ] && [ ! -e /lib/systemd/system/parkwise-bridge.service ] && [ ! -e /etc/systemd/system/multi-user.target.wants/parkwise-bridge.service ] && getent passwd parkwise-bridge && [ \"\$(sql 'SELECT count(*) > 0 FROM sensor_events')\" = t ] && case \"\$(dpkg-query -W -f='\${Status}' parkwise-bridge 2>/dev/null)\" in '' | *not-installed) ;; *) false ;; esac"
 }
 
+# --- commissioning: the board the purge left blank, to doctor green (hardware/COMMISSIONING.md, "From a blank board") --
+COMMISSION=". /sim/system/commission"
+CHAIN_MS=0 CHAIN_CMDS=0
+# chain_step SECONDS WHAT FUNCTION: one step of the installer's path (guest/system/commission), timed, commands counted.
+chain_step() {
+    check -t "$1" "$2" "$COMMISSION; timed_step $3" || return 1
+    local ms n
+    ms="$(field step_ms)"; n="$(grep -c '^+ ' <<<"$OUT")"
+    CHAIN_MS=$((CHAIN_MS + ms)); CHAIN_CMDS=$((CHAIN_CMDS + n))
+    timed "commissioning: $3" "$n command(s), $ms ms"
+}
+
+commissioned() {
+    check -t 120 "the site's broker, once per site (TLS listeners, passwords, ACL); the bridge logs in" "$COMMISSION; site_broker" &&
+    chain_step 30 "add the repository: its .sources file, the key inline" add_repository &&
+    chain_step 600 "apt update, apt install parkwise-agent from it" install_agent &&
+    check "installed from the ParkWise repository, not a file" "apt-cache policy parkwise-agent; apt-cache policy parkwise-agent | grep -A1 '^ \*\*\* ' | grep -F 'file:/var/cache/parkwise-sim/repo bookworm/main amd64 Packages'" &&
+    chain_step 60 "export-config: level P1 zone A from the backend's spots" export_config &&
+    chain_step 60 "provision.sh uniandes p1-a with those spots (broker host)" provision &&
+    chain_step 30 "the bundle unpacked on the board" unbundle &&
+    check "the config: broker, certificate and 20 spots, every input UNSET" "cat $CONFIG; grep -c 'input: UNSET' $CONFIG | grep -x 20 && grep -F 'mqtts://localhost:8884' $CONFIG" &&
+    chain_step 300 "walk-test --learn: 20 spots covered in turn" learn_wiring &&
+    check "check-config with the backend's spot list: ok; the hand-over report lists the 20" "parkwise-agent check-config $CONFIG --spots /root/spots.txt && cat /root/walk-learn-p1-a.txt && grep -F '20 of 20 learned' /root/walk-learn-p1-a.txt" &&
+    chain_step 120 "systemctl enable --now parkwise-agent" start_service &&
+    chain_step 120 "doctor, as user parkwise: exit 0" doctor || return 1
+    grep -q 'came back through a subscription' <<<"$OUT" || { WHY="doctor passed without the broker's round trip"$'\n'"$OUT"; return 1; }
+    timed "commissioning: blank board to doctor green" "$CHAIN_CMDS commands, $((CHAIN_MS / 1000)).$(printf '%03d' $((CHAIN_MS % 1000))) s"
+    check -t 90 "live: the board online in the backend's sensor_devices" "$BACKEND; wait_sql 60 1 \"SELECT count(*) FROM sensor_devices WHERE site = 'uniandes' AND device = 'p1-a' AND online\"" &&
+    check -t 90 "a car parks on P1-A-05 (GPIO8): the backend's spot turns occupied" "$BACKEND; pull pi4 8 up; wait_sql 60 1 \"SELECT count(*) FROM spots WHERE id = 'P1-A-05' AND status = 'occupied'\""
+}
+
 boot || cannot_run "the VM did not come up (see its console above)"
 if [[ -n "${PARKWISE_SYSTEST_SHELL:-}" ]]; then   # by hand: guest commands from stdin, one a line, before the cases
     while IFS= read -r line; do g -t 600 "$line"; echo "[exit $?]"; printf '%s' "$OUT"; done
@@ -419,6 +463,7 @@ run_case "the bridge: the gate's events land in the backend's tables" bridge_eve
 run_case "the bridge across PostgreSQL restarts: resumes by itself, nothing lost (timed)" bridge_postgres_restart ""
 run_case "the bridge's unit is Type=notify: a bad setting fails the start, exit 78, said in systemctl status" bridge_config_error "[ -f /root/bridge.yaml.good ] && cp /root/bridge.yaml.good /etc/parkwise-bridge/bridge.yaml; systemctl start parkwise-bridge; true"
 run_case "the bridge's unit hardened: systemd-analyze security in the guest <= 2.0" bridge_security ""
-run_case "the bridge purged: what Debian policy says stays" bridge_purged ""
 run_case "remove, then purge: what Debian policy says stays" purged ""
+run_case "commissioning the blank board: repository, install, export, provision, learn, doctor green; live (timed)" commissioned "pull pi4 8 down; true"
+run_case "the bridge purged: what Debian policy says stays" bridge_purged ""
 finish
