@@ -81,10 +81,16 @@ public struct StatusPayload: Codable, Sendable, Hashable {
     /// When this status was produced, on the device's wall clock (online only): a reader ages a retained status
     /// against its own clock (while `clock` is `unsynced` the device's wall clock may be off).
     public var at: String?
+    /// The agent's broker connection this status belongs to (online, a clean stop's offline and the last will): counts
+    /// up within a boot, one per connection attempt. A reader holding an offline of connection n (same boot) knows an
+    /// online of connection n or before it is older news, and an offline of a connection before the online it holds
+    /// the same (the two may reach two bridges of a shared subscription in either order). Absent from agents before 0.2.
+    public var connection: UInt64?
 
     public init(state: String, version: String? = nil, configHash: String? = nil, boot: UInt64? = nil, since: String? = nil,
-                mode: String? = nil) {
+                mode: String? = nil, connection: UInt64? = nil) {
         self.state = state
+        self.connection = connection
         self.version = version
         self.configHash = configHash
         self.boot = boot
@@ -135,6 +141,7 @@ public struct StatusPayload: Codable, Sendable, Hashable {
         case state, version, configHash = "config_hash", boot, since, mode, uptimeSeconds = "uptime_s"
         case outboxDepth = "outbox_depth", outboxOldestAgeSeconds = "outbox_oldest_age_s", clock
         case faultedInputs = "faulted_inputs", reconnects, storageFault = "storage_fault", idConflict = "id_conflict", at
+        case connection
     }
 }
 

@@ -86,7 +86,7 @@ public final class UplinkSession {
     public func updateStatus(_ status: StatusPayload) {
         birth = status
         guard connection != nil else { return }
-        publish(topic: topics.status, payload: WireJSON.encode(birth), retain: true, as: .state(topics.status))
+        publish(topic: topics.status, payload: birthOnWire, retain: true, as: .state(topics.status))
     }
 
     /// Takes a batch of events into the outbox (one sync for all), and sends them at once when the
@@ -244,7 +244,7 @@ public final class UplinkSession {
 
     /// Status online, then every retained state: what a backend needs to rebuild the truth.
     public func rebirth() {
-        publish(topic: topics.status, payload: WireJSON.encode(birth), retain: true, as: .state(topics.status))
+        publish(topic: topics.status, payload: birthOnWire, retain: true, as: .state(topics.status))
         for topic in retainedOrder { publishState(topic) }
     }
 
@@ -263,8 +263,16 @@ public final class UplinkSession {
     /// Publishes `offline` (retained) before a clean stop. True once the broker acknowledged it.
     public func sayOffline() {
         offlineStatusAcked = false
-        publish(topic: topics.status, payload: WireJSON.encode(StatusPayload(state: "offline", boot: birth.boot)),
+        publish(topic: topics.status, payload: WireJSON.encode(StatusPayload(state: "offline", boot: birth.boot, connection: connection)),
                 retain: true, as: .status)
+    }
+
+    /// The online status as this connection sends it: with its number, so that a reader can tell it from the
+    /// offline (or last will) of the same connection that may overtake it.
+    private var birthOnWire: [UInt8] {
+        var status = birth
+        status.connection = connection
+        return WireJSON.encode(status)
     }
 
     /// A command's result (QoS 1, not retained, not kept when offline).

@@ -226,10 +226,13 @@ let contractTrace = """
         second.signal(SIGKILL)
         _ = second.wait(5)
         func statuses() -> [String] {
-            subscriber.messages.filter { $0.topic == prefix + "/status" }.map { "\($0.json["state"] ?? "?")/\($0.json["boot"] ?? "?")" }
+            subscriber.messages.filter { $0.topic == prefix + "/status" }
+                .map { "\($0.json["state"] ?? "?")/\($0.json["boot"] ?? "?")/\($0.json["connection"] ?? "?")" }
         }
-        #expect(eventually(10) { statuses().last == "offline/2" }, "\(statuses())")
-        #expect(statuses().contains("offline/1"))
+        // Each status, the last will too, names its connection (boot/connection): the first of each boot here.
+        #expect(eventually(10) { statuses().last == "offline/2/1" }, "\(statuses())")
+        #expect(statuses().contains("offline/1/1"))
+        #expect(statuses().allSatisfy { $0.hasSuffix("/1") }, "\(statuses())")
         try subscriber.drain()
         subscriber.stop()
         let live = subscriber.messages

@@ -25,7 +25,8 @@ import TestSupport
         _ = fixture.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(120)%' AND pid <> pg_backend_pid()")
         let again = try runBridge(["migrate", "--database", fixture.url])
         #expect(again.code == 0 && again.out.contains("applied 3: a device's storage fault")
-                && again.out.contains("applied 4: the bridge's own records") && again.out.contains("applied 5: the fleet view"), "\(again.out) \(again.err)")
+                && again.out.contains("applied 4: the bridge's own records") && again.out.contains("applied 5: the fleet view")
+                && again.out.contains("applied 6: a device's last offline"), "\(again.out) \(again.err)")
     }
 
     /// Step 1 replaces the CHECK on spots.source only: a rule of the backend's own that names source beside another
@@ -50,11 +51,12 @@ import TestSupport
         #expect(first.out.contains("applied 3: a device's storage fault"), "\(first.out)")
         #expect(first.out.contains("applied 4: the bridge's own records: arrivals, device outages, no-shows"), "\(first.out)")
         #expect(first.out.contains("applied 5: the fleet view: each device's last status"), "\(first.out)")
+        #expect(first.out.contains("applied 6: a device's last offline: its boot and connection"), "\(first.out)")
         let second = try runBridge(["migrate", "--database", fixture.url])
         #expect(second.code == 0)
-        #expect(second.out.contains("already at bridge schema version 5, nothing to do"), "\(second.out)")
+        #expect(second.out.contains("already at bridge schema version 6, nothing to do"), "\(second.out)")
         #expect(second.err.isEmpty, "\(second.err)")
-        #expect(fixture.query("SELECT count(*) FROM sensor_schema_migrations") == "5")
+        #expect(fixture.query("SELECT count(*) FROM sensor_schema_migrations") == "6")
         // 'sensor' is now allowed, the old values still are, anything else still is not.
         #expect(fixture.query("UPDATE spots SET source = 'sensor' WHERE id = 'P1-A-01' RETURNING source") == "sensor")
         #expect(fixture.query("UPDATE spots SET source = 'sim' WHERE id = 'P1-A-02' RETURNING source") == "sim")
@@ -67,7 +69,7 @@ import TestSupport
         // A newer bridge migrated further: this one says the database's version, and changes nothing.
         _ = fixture.query("INSERT INTO sensor_schema_migrations (version, name) VALUES (99, 'from a newer bridge')")
         let older = try runBridge(["migrate", "--database", fixture.url])
-        #expect(older.code == 0 && older.out.contains("already at bridge schema version 99 (newer than this bridge's 5), nothing to do"),
+        #expect(older.code == 0 && older.out.contains("already at bridge schema version 99 (newer than this bridge's 6), nothing to do"),
                 "\(older.out) \(older.err)")
     }
 
@@ -91,7 +93,7 @@ import TestSupport
 
         let notMigrated = try runBridge(["run", "--broker", fixture.broker.url, "--database", fixture.url])
         #expect(notMigrated.code == 78)
-        #expect(notMigrated.err.contains("bridge schema version 0, this bridge needs 5"), "\(notMigrated.err)")
+        #expect(notMigrated.err.contains("bridge schema version 0, this bridge needs 6"), "\(notMigrated.err)")
 
         let badBroker = try runBridge(["run", "--broker", "http://broker", "--database", fixture.url])
         #expect(badBroker.code == 64)

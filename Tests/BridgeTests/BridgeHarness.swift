@@ -124,7 +124,8 @@ final class BridgeFixture {
             DROP TABLE sensor_arrivals, sensor_device_outages, sensor_no_shows; ALTER TABLE sensor_devices DROP COLUMN storage_fault;
             ALTER TABLE sensor_levels DROP COLUMN unknown;
             ALTER TABLE sensor_devices DROP COLUMN status, DROP COLUMN status_at, DROP COLUMN heard_at;
-            DELETE FROM sensor_schema_migrations WHERE version IN (3, 4, 5)
+            ALTER TABLE sensor_devices DROP COLUMN offline_boot, DROP COLUMN offline_connection;
+            DELETE FROM sensor_schema_migrations WHERE version IN (3, 4, 5, 6)
             """, database: database)
     }
 
@@ -184,12 +185,16 @@ struct FakeDevice {
         #expect(code == 0, "mosquitto_pub \(topic)")
     }
 
-    func online(mode: String? = nil, storageFault: String? = nil) {
+    /// `connection`: as agents from 0.2 number their broker connections (absent: an older agent).
+    func online(mode: String? = nil, storageFault: String? = nil, connection: Int? = nil) {
         let mark = (mode.map { #","mode":"\#($0)""# } ?? "") + (storageFault.map { #","storage_fault":"\#($0)""# } ?? "")
+            + (connection.map { #","connection":\#($0)"# } ?? "")
         send("status", #"{"boot":\#(boot),"since":"\#(wireTime())","state":"online","version":"0.1.0"\#(mark)}"#, retain: true)
     }
 
-    func offline() { send("status", #"{"boot":\#(boot),"state":"offline"}"#, retain: true) }
+    func offline(connection: Int? = nil) {
+        send("status", #"{"boot":\#(boot),"state":"offline"\#(connection.map { #","connection":\#($0)"# } ?? "")}"#, retain: true)
+    }
 
     /// The retained state, as of the device's current seq (or `asOf`).
     func spot(_ id: String, _ state: String, since: String?, checkedIn: Bool = false, asOf: UInt64? = nil) {

@@ -61,6 +61,58 @@ import TestSupport
         #expect(fixture.free("P1") == free)
     }
 
+    /// Two bridges of a shared group can apply a connection's statuses in either order: its online after its offline
+    /// (the clean stop, or the last will), or an earlier connection's last will after the next one's online. The
+    /// statuses name their connection, and the older news changes nothing (issue 25: boards left online after a stop).
+    @Test func aStatusOlderThanTheOneAppliedChangesNothing() throws {
+        let fixture = try BridgeFixture()
+        let bridge = try fixture.startBridge(extra: ["--verbose"])
+        let device = FakeDevice(fixture.broker)
+        var marker = FakeDevice(fixture.broker, device: "p1-south")
+        var markers = 0
+        // Everything sent before the marker's next status is applied once that status is (one subscription, in order).
+        func applied() -> Bool {
+            markers += 1
+            marker.boot = UInt64(markers)
+            marker.online()
+            return fixture.waitFor("SELECT (status->>'boot') FROM sensor_devices WHERE device = 'p1-south'", "\(markers)")
+        }
+        func online() -> String { fixture.query("SELECT online FROM sensor_devices WHERE device = 'p1-north'") }
+        let commands = try Subscriber(fixture.broker, filter: device.prefix + "/cmd/#")
+        try commands.listen()
+
+        device.online(connection: 3)
+        device.offline(connection: 3)   // the clean stop
+        device.online(connection: 3)    // its connection's online, late
+        device.online(connection: 2)    // an earlier connection's
+        #expect(applied())
+        #expect(online() == "f")
+        #expect(fixture.query("SELECT count(*) FROM sensor_device_outages WHERE device = 'p1-north' AND ended IS NULL") == "1")
+
+        device.online(connection: 4)    // the next connection: news
+        #expect(applied())
+        #expect(online() == "t")
+        device.offline(connection: 3)   // connection 3's last will, late
+        #expect(applied())
+        #expect(online() == "t")
+        #expect(fixture.query("SELECT count(*) FROM sensor_device_outages WHERE device = 'p1-north' AND ended IS NULL") == "0")
+        #expect(bridge.stderr.contains("an offline older than the device's online, ignored device=garage/p1-north boot=1 connection=3"),
+                "\(bridge.stderr)")
+        #expect(bridge.stderr.contains("an online status older than the device's last, ignored device=garage/p1-north boot=1"),
+                "\(bridge.stderr)")
+        // Numbered, the offline needs no rebirth to be set right.
+        commands.stop()
+        #expect(!commands.messages.contains { $0.topic == device.prefix + "/cmd/rebirth" }, "\(commands.messages.map(\.topic))")
+
+        // An agent that does not number its connections: applied in arrival order, as before.
+        device.offline()
+        #expect(applied())
+        #expect(online() == "f")
+        device.online()
+        #expect(applied())
+        #expect(online() == "t")
+    }
+
     /// A device whose disk refuses its writes says so in its status: the bridge keeps it on the device's row, and
     /// clears it once a status no longer says it.
     @Test func aDevicesStorageFaultIsKeptWhileItsStatusSaysIt() throws {

@@ -101,12 +101,15 @@ final class AgentRuntime: @unchecked Sendable {
         spotTopics = config.spots.map { [topics] in topics.spot($0.id) }
         levelTopics = config.levels.map { [topics] in topics.level($0.id) }
         lineQueue = LineQueue(bound: options.lineQueueBound) { [inbox] in inbox.post(.lines) }
-        let offline = WireJSON.encode(StatusPayload(state: "offline", boot: stamper.state.boot))
+        let boot = stamper.state.boot
+        let offline = LinkSettings.Will(topic: topics.status) { connection in
+            WireJSON.encode(StatusPayload(state: "offline", boot: boot, connection: connection))
+        }
         var settings = LinkSettings(
             brokers: config.mqtt.brokers.map { .init(host: $0.host, port: $0.port, tls: $0.tls) },
             clientID: "parkwise-\(config.site)-\(config.device)",
             keepaliveSeconds: Int(config.mqtt.keepalive.components.seconds),
-            will: (topics.status, offline), username: credentials?.username, password: credentials?.password,
+            will: offline, username: credentials?.username, password: credentials?.password,
             subscriptions: [topics.commands])
         settings.tls = config.mqtt.tls.map { ($0.ca, $0.cert, $0.key) }
         settings.protocolVersion = Int32(config.mqtt.protocolVersion)

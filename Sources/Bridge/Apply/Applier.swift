@@ -213,11 +213,17 @@ final class Applier {
             guard boot >= cursor.boot else { return }
             cursor.boot = boot
             cursors[key] = cursor
-            try db.query(SQL.offline, [key.site, key.device])
+            let connection = status.connection.map { String($0) }
+            guard try db.query(SQL.offline, [key.site, key.device, String(boot), connection]).first?[0] == "1" else {
+                // Another bridge of a shared group applied the online of a later connection already.
+                onCommit { Log.debug("an offline older than the device's online, ignored",
+                                     ["device": key, "boot": boot, "connection": connection ?? "-"]) }
+                return
+            }
             // With a shared subscription another bridge may already have applied the status that came after this last
-            // will (a reconnect): a rebirth has a device that is up say so again (one that is down publishes its status
-            // and states anyway when it connects).
-            outcome.rebirth.insert(key)
+            // will (a reconnect) from an agent that does not number its connections: a rebirth has a device that is up
+            // say so again (one that is down publishes its status and states anyway when it connects).
+            if status.connection == nil { outcome.rebirth.insert(key) }
             return
         }
         if boot < cursor.boot {
@@ -232,9 +238,15 @@ final class Applier {
         cursor.boot = boot
         cursors[key] = cursor
         // The fault the database held before (another bridge's, or this one's before a restart): a change is logged.
-        let before = try db.query(SQL.online, [key.site, key.device, status.mode, status.since, status.storageFault,
-                                               statusJSON(status)]).first
-        if let before, before[0] != status.storageFault {
+        let rows = try db.query(SQL.online, [key.site, key.device, status.mode, status.since, status.storageFault,
+                                             statusJSON(status), String(boot), status.connection.map { String($0) }])
+        guard let before = rows.first else {
+            // Older news: the offline of this connection, or a later connection's status, was applied already.
+            onCommit { Log.debug("an online status older than the device's last, ignored",
+                                 ["device": key, "boot": boot, "connection": status.connection ?? 0]) }
+            return
+        }
+        if before[0] != status.storageFault {
             if let fault = status.storageFault {
                 onCommit { Log.warn("device reports a storage fault", ["device": key, "fault": fault]) }
             } else {

@@ -27,25 +27,39 @@ enum SQL {
     /// Returns the storage fault the row held before (the row is locked by the batch already); ends the device's open
     /// outage interval.
     static let online = """
-        WITH ended AS (   -- runs although nothing reads it (PostgreSQL runs every data-modifying WITH)
-          UPDATE sensor_device_outages SET ended = now() WHERE site = $1 AND device = $2 AND ended IS NULL
+        WITH d AS (
+          UPDATE sensor_devices d SET online = true, mode = $3, online_since = $4::timestamptz, offline_since = NULL,
+            stale = false, storage_fault = $5, updated_at = now(), status = $6::jsonb, status_at = now(), heard_at = now()
+          FROM (SELECT storage_fault FROM sensor_devices WHERE site = $1 AND device = $2) AS before
+          WHERE d.site = $1 AND d.device = $2
+            -- Older news, when the device numbers its connections ($7 boot, $8 connection): the offline of this
+            -- connection or a later one was applied already, or a later connection's online.
+            AND NOT coalesce(NOT d.online AND d.offline_boot = $7::bigint AND d.offline_connection >= $8::bigint, false)
+            AND NOT coalesce(d.online AND (d.status->>'boot')::bigint = $7::bigint
+                             AND (d.status->>'connection')::bigint > $8::bigint, false)
+          RETURNING before.storage_fault
+        ), ended AS (   -- runs although nothing reads it (PostgreSQL runs every data-modifying WITH)
+          UPDATE sensor_device_outages SET ended = now()
+          WHERE site = $1 AND device = $2 AND ended IS NULL AND EXISTS (SELECT 1 FROM d)
         )
-        UPDATE sensor_devices d SET online = true, mode = $3, online_since = $4::timestamptz, offline_since = NULL,
-          stale = false, storage_fault = $5, updated_at = now(), status = $6::jsonb, status_at = now(), heard_at = now()
-        FROM (SELECT storage_fault FROM sensor_devices WHERE site = $1 AND device = $2) AS before
-        WHERE d.site = $1 AND d.device = $2
-        RETURNING before.storage_fault
+        SELECT storage_fault FROM d
         """
 
-    /// The device's last will: offline, and an outage interval opened (one per device while it lasts).
+    /// The device's last will or clean stop: offline, and an outage interval opened (one per device while it lasts);
+    /// nothing when a later connection's online ($3 boot, $4 connection) was applied already. Says how many (0 or 1).
     static let offline = """
         WITH d AS (
-          UPDATE sensor_devices SET online = false, offline_since = coalesce(offline_since, now()), updated_at = now()
+          UPDATE sensor_devices SET online = false, offline_since = coalesce(offline_since, now()), updated_at = now(),
+            offline_boot = $3::bigint, offline_connection = $4::bigint
           WHERE site = $1 AND device = $2
+            AND NOT coalesce(online AND (status->>'boot')::bigint = $3::bigint
+                             AND (status->>'connection')::bigint > $4::bigint, false)
           RETURNING site, device, offline_since
+        ), outage AS (
+          INSERT INTO sensor_device_outages (site, device, began) SELECT site, device, offline_since FROM d
+          ON CONFLICT (site, device) WHERE ended IS NULL DO NOTHING
         )
-        INSERT INTO sensor_device_outages (site, device, began) SELECT site, device, offline_since FROM d
-        ON CONFLICT (site, device) WHERE ended IS NULL DO NOTHING
+        SELECT count(*) FROM d
         """
 
     /// Another event of the device's with this boot and seq (not this id).

@@ -128,6 +128,11 @@ enum Migrations {
             // kept while it is offline), when the bridge applied it, and when it last applied anything of the device's.
             "ALTER TABLE sensor_devices ADD COLUMN status jsonb, ADD COLUMN status_at timestamptz, ADD COLUMN heard_at timestamptz",
         ]),
+        Step(version: 6, name: "a device's last offline: its boot and connection", statements: [
+            // Which connection the offline applied last ended (status `connection`, agents 0.2 on): an online of that
+            // connection or an earlier one, applied by another bridge of a shared group after it, is older news.
+            "ALTER TABLE sensor_devices ADD COLUMN offline_boot bigint, ADD COLUMN offline_connection bigint",
+        ]),
     ]
 
     static var latest: Int { steps.map(\.version).max() ?? 0 }

@@ -97,7 +97,7 @@ final class MosquittoConnection: @unchecked Sendable {
             mosquitto_log_callback_set(handle, onLog)
         }
         if let will = settings.will {
-            try check(will.payload.withUnsafeBytes {
+            try check(will.payload(number).withUnsafeBytes {
                 mosquitto_will_set(handle, will.topic, Int32($0.count), $0.baseAddress, 1, true)
             }, "setting the last will")
         }

@@ -34,8 +34,17 @@ public struct LinkSettings: Sendable {
     public var brokers: [Broker]
     public var clientID: String
     public var keepaliveSeconds: Int
-    /// Published retained by the broker when the link dies without saying goodbye.
-    public var will: (topic: String, payload: [UInt8])?
+    /// Published retained by the broker when the link dies without saying goodbye; its payload made for each
+    /// connection from its number (the link's count of attempts, as `UplinkEvent.connected` gives it).
+    public var will: Will?
+    public struct Will: Sendable {
+        public var topic: String
+        public var payload: @Sendable (_ connection: UInt64) -> [UInt8]
+        public init(topic: String, payload: @escaping @Sendable (_ connection: UInt64) -> [UInt8]) {
+            self.topic = topic
+            self.payload = payload
+        }
+    }
     public var username: String?
     public var password: String?
     /// Topic filters to subscribe to on every connection (QoS 1).
@@ -65,7 +74,7 @@ public struct LinkSettings: Sendable {
     /// What a packet holds beside the payload: the fixed header, the topic (a device's `cmd/<name>`), properties.
     public static let topicRoom = 1024
 
-    public init(brokers: [Broker], clientID: String, keepaliveSeconds: Int, will: (topic: String, payload: [UInt8])?,
+    public init(brokers: [Broker], clientID: String, keepaliveSeconds: Int, will: Will?,
                 username: String? = nil, password: String? = nil, subscriptions: [String]) {
         self.brokers = brokers
         self.clientID = clientID
