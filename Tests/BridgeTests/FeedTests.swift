@@ -113,6 +113,32 @@ import TestSupport
         #expect(online() == "t")
     }
 
+    /// A spot another device sensed before (a board replaced under a new device id, a sensor rewired to another board)
+    /// is the new device's once the old one is offline, although the new one's seqs are far below the old one's; while
+    /// both are online it stays the first one's. (Found by the system test: a simulator's leftovers kept a commissioned
+    /// board's spot for ever.)
+    @Test func aSpotGoesToAnotherDeviceOnceItsFormerOneIsOffline() throws {
+        let fixture = try BridgeFixture()
+        try fixture.startBridge()
+        let old = FakeDevice(fixture.broker)
+        var new = FakeDevice(fixture.broker, device: "p1-south")
+        old.online()
+        old.spot("P1-A-07", "occupied", since: wireTime(-600), asOf: 5_000)
+        #expect(fixture.waitFor("SELECT device || '/' || state FROM sensor_spots WHERE spot_id = 'P1-A-07'", "p1-north/occupied"))
+        new.online()
+        new.spot("P1-A-07", "free", since: wireTime(-5))
+        new.event("spot.occupied", #""spot":"P1-B-03""#)   // a marker: the batch with the claim is applied
+        #expect(fixture.waitFor("SELECT count(*) FROM sensor_spots WHERE spot_id = 'P1-B-03'", "1"))
+        #expect(fixture.query("SELECT device || '/' || state FROM sensor_spots WHERE spot_id = 'P1-A-07'") == "p1-north/occupied")
+
+        old.offline()
+        new.spot("P1-A-07", "free", since: wireTime(-5), asOf: 1)
+        #expect(fixture.waitFor("SELECT device || '/' || state FROM sensor_spots WHERE spot_id = 'P1-A-07'", "p1-south/free"))
+        #expect(fixture.waitFor("SELECT status || '/' || source FROM spots WHERE id = 'P1-A-07'", "free/sensor"))
+        new.event("spot.occupied", #""spot":"P1-A-07""#)
+        #expect(fixture.waitFor("SELECT status || '/' || source FROM spots WHERE id = 'P1-A-07'", "occupied/sensor"))
+    }
+
     /// A device whose disk refuses its writes says so in its status: the bridge keeps it on the device's row, and
     /// clears it once a status no longer says it.
     @Test func aDevicesStorageFaultIsKeptWhileItsStatusSaysIt() throws {

@@ -174,7 +174,10 @@ enum SQL {
         """
 
     /// The sensors' view of the batch's spots (one write per spot, see `SpotWrites`), each kept only
-    /// when its order is higher than the stored one (a retained state also at the same order).
+    /// when its order is higher than the stored one (a retained state also at the same order). Another device's
+    /// write (the orders of two devices do not compare) takes the spot over once the device that had it is not online:
+    /// a board replaced under a new device id, a sensor rewired to another board, a simulator's leftovers; while both
+    /// are online the spot stays the first one's.
     static let sensorSpots = """
         INSERT INTO sensor_spots AS s (spot_id, site, device, state, since, checked_in, seq, ord, updated_at)
         SELECT w.*, now()
@@ -184,7 +187,10 @@ enum SQL {
         ON CONFLICT (spot_id) DO UPDATE SET
           site = EXCLUDED.site, device = EXCLUDED.device, state = EXCLUDED.state, since = EXCLUDED.since,
           checked_in = EXCLUDED.checked_in, seq = EXCLUDED.seq, ord = EXCLUDED.ord, updated_at = now()
-        WHERE EXCLUDED.ord > s.ord OR (EXCLUDED.ord = s.ord AND EXCLUDED.ord % 2 = 1)
+        WHERE CASE WHEN EXCLUDED.site = s.site AND EXCLUDED.device = s.device
+                   THEN EXCLUDED.ord > s.ord OR (EXCLUDED.ord = s.ord AND EXCLUDED.ord % 2 = 1)
+                   ELSE NOT EXISTS (SELECT 1 FROM sensor_devices d WHERE d.site = s.site AND d.device = s.device AND d.online)
+              END
         RETURNING spot_id
         """
 
