@@ -139,6 +139,35 @@ import TestSupport
         #expect(fixture.waitFor("SELECT status || '/' || source FROM spots WHERE id = 'P1-A-07'", "occupied/sensor"))
     }
 
+    /// A device the bridge has only seen offline (a simulator stopped before the bridge first ran: its retained status
+    /// is the offline form, without the mode) is no live feed at the bridge's next start: its retained states wait for
+    /// an online status to say what it is. (Found by the system test: the campus simulator's states went into
+    /// sensor_spots as real after a bridge restart.)
+    @Test func aDeviceSeenOnlyOfflineIsNoLiveFeedAtTheNextStart() throws {
+        let fixture = try BridgeFixture()
+        let simulator = FakeDevice(fixture.broker, device: "campus-sim")
+        simulator.offline()
+        simulator.spot("P1-A-09", "occupied", since: wireTime(-60), asOf: 900)
+        let first = try fixture.startBridge(config: "reassert_every: 200ms\n")   // the simulator's retained messages come first
+        var marker = FakeDevice(fixture.broker)
+        marker.online()
+        marker.event("spot.occupied", #""spot":"P1-B-05""#)
+        #expect(fixture.waitFor("SELECT count(*) FROM sensor_spots WHERE spot_id = 'P1-B-05'", "1"))
+        #expect(fixture.waitFor("SELECT online::text FROM sensor_devices WHERE device = 'campus-sim'", "false"))
+        first.signal(SIGTERM)
+        #expect(first.wait(10) == 0)
+        _ = try fixture.startBridge(config: "reassert_every: 200ms\n")
+        marker.event("spot.occupied", #""spot":"P1-B-06""#)
+        #expect(fixture.waitFor("SELECT count(*) FROM sensor_spots WHERE spot_id = 'P1-B-06'", "1"))
+        #expect(fixture.query("SELECT count(*) FROM sensor_spots WHERE device = 'campus-sim'") == "0")
+        // Once it says it is simulated, it stays out; the real spot too.
+        simulator.online(mode: "simulated")
+        marker.event("spot.occupied", #""spot":"P1-B-07""#)
+        #expect(fixture.waitFor("SELECT count(*) FROM sensor_spots WHERE spot_id = 'P1-B-07'", "1"))
+        #expect(fixture.query("SELECT count(*) FROM sensor_spots WHERE device = 'campus-sim'") == "0")
+        #expect(fixture.query("SELECT source IS DISTINCT FROM 'sensor' FROM spots WHERE id = 'P1-A-09'") == "t")
+    }
+
     /// A device whose disk refuses its writes says so in its status: the bridge keeps it on the device's row, and
     /// clears it once a status no longer says it.
     @Test func aDevicesStorageFaultIsKeptWhileItsStatusSaysIt() throws {

@@ -86,7 +86,11 @@ enum SQL {
         """
 
     static let onlineDevices = "SELECT site, device FROM sensor_devices WHERE online"
-    static let deviceModes = "SELECT site, device, mode, online FROM sensor_devices"
+    /// The feeds known from an online status applied before (a device seen only offline, e.g. a simulator stopped
+    /// before this bridge first ran, has none: its retained states wait for its next online, which says its mode).
+    static let deviceModes = """
+        SELECT site, device, mode, online FROM sensor_devices WHERE online_since IS NOT NULL OR status IS NOT NULL
+        """
 
     // MARK: Events
 
