@@ -405,7 +405,7 @@ bridge_security() {
 }
 
 bridge_purged() {
-    check -t 300 "apt purge parkwise-bridge: stopped, settings, unit and enablement gone; user stays; the backend's rows untouched" "$BACKEND; apt-get purge -y parkwise-bridge > /tmp/apt.log 2>&1 || { cat /tmp/apt.log; exit 1; }; ! systemctl is-active parkwise-bridge && [ ! -e /etc/parkwise-bridge ] && [ ! -e /lib/systemd/system/parkwise-bridge.service ] && [ ! -e /etc/systemd/system/multi-user.target.wants/parkwise-bridge.service ] && getent passwd parkwise-bridge && [ \"\$(sql 'SELECT count(*) > 0 FROM sensor_events')\" = t ] && case \"\$(dpkg-query -W -f='\${Status}' parkwise-bridge 2>/dev/null)\" in '' | *not-installed) ;; *) false ;; esac"
+    check -t 300 "apt purge parkwise-bridge: stopped, settings, unit and enablement gone, only what the administrator added kept; user stays; the backend's rows untouched" "$BACKEND; apt-get purge -y parkwise-bridge > /tmp/apt.log 2>&1 || { cat /tmp/apt.log; exit 1; }; ! systemctl is-active parkwise-bridge && [ ! -e /etc/parkwise-bridge/environment ] && [ ! -e /etc/parkwise-bridge/bridge.yaml ] && [ \"\$(ls -A /etc/parkwise-bridge 2>/dev/null)\" = \"\$(cat /root/bridge-added 2>/dev/null)\" ] && [ ! -e /lib/systemd/system/parkwise-bridge.service ] && [ ! -e /etc/systemd/system/multi-user.target.wants/parkwise-bridge.service ] && getent passwd parkwise-bridge && [ \"\$(sql 'SELECT count(*) > 0 FROM sensor_events')\" = t ] && case \"\$(dpkg-query -W -f='\${Status}' parkwise-bridge 2>/dev/null)\" in '' | *not-installed) ;; *) false ;; esac"
 }
 
 # --- commissioning: the board the purge left blank, to doctor green (hardware/COMMISSIONING.md, "From a blank board") --
