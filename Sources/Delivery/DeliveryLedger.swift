@@ -75,8 +75,8 @@ public struct DeliveryLedger: Sendable {
     public private(set) var declarations: [Declaration] = []
     /// Seqs accepted into the outbox, not acknowledged, not given up.
     public private(set) var pending: Set<UInt64> = []
-    /// Pending seqs that may have reached the broker: handed to the link on any connection, or loaded at start (the
-    /// last run may have sent them). Sticky until acknowledged.
+    /// Seqs that may have reached the broker and are not acknowledged: handed to the link on any connection (the
+    /// outbox hands only what it holds), or loaded at start (the last run may have sent them). Sticky until acknowledged.
     public private(set) var handed: Set<UInt64> = []
     /// The highest seq stamped so far (this run or before).
     public private(set) var stamped: UInt64
@@ -132,8 +132,10 @@ public struct DeliveryLedger: Sendable {
         let from: UInt64
         if let outbox = disk.outbox {
             candidates = SeqRuns(outbox.dropRecords)
-            from = disk.stateLost ? disk.settled
-                : max(disk.settled, outbox.highest, stateDeclared.highest ?? 0, told.highest ?? 0)
+            // Only the outbox's own records say a seq was stored and accounted for: a declaration or an announcement
+            // above them says nothing of the seqs below it (a file cut below its floor record, or set aside, holds
+            // none of them: they are declared, never lost silently).
+            from = disk.stateLost ? disk.settled : max(disk.settled, outbox.highest)
         } else {
             from = disk.settled
         }
@@ -222,9 +224,10 @@ public struct DeliveryLedger: Sendable {
 
     public mutating func linkDown() { connected = false }
 
-    /// The link took the event (it may reach the broker from now on, whatever happens).
+    /// The link took the event (it may reach the broker from now on, whatever happens). Told in whatever order the
+    /// adapters learn it: an event handed before its batch's `accepted` is still never given up.
     public mutating func handed(_ seq: UInt64) {
-        if pending.contains(seq) { handed.insert(seq) }
+        handed.insert(seq)
     }
 
     public mutating func acknowledged(_ seq: UInt64) {

@@ -132,14 +132,13 @@ public enum DurableFile {
     }
 
     /// Something other than a regular file where the agent keeps one of its state files (a symbolic link, a FIFO, a
-    /// device, a socket: it never makes any of them) is moved aside as `PATH.not-regular-TIME`, so that a start neither
-    /// follows it, nor waits on it, nor reads it without end, and a new file can take its place. Returns what was done,
-    /// for the log (nil: nothing such there; a directory is left alone, as a start cannot use it and says so), or the
-    /// failure of the rename.
+    /// device, a socket, a directory: it never makes any of them) is moved aside as `PATH.not-regular-TIME`, so that a
+    /// start neither follows it, nor waits on it, nor reads it without end, and a new file can take its place (a
+    /// directory left there would refuse every save for ever). Returns what was done, for the log (nil: nothing such
+    /// there), or the failure of the rename.
     public static func setAsideIfNotRegular(_ path: String) -> Result<String?, Failure> {
         var st = stat()
-        guard lstat(path, &st) == 0, st.st_mode & S_IFMT != S_IFREG, st.st_mode & S_IFMT != S_IFDIR,
-              let what = WholeFile.kind(path) else { return .success(nil) }
+        guard lstat(path, &st) == 0, st.st_mode & S_IFMT != S_IFREG, let what = WholeFile.kind(path) else { return .success(nil) }
         let aside = path + ".not-regular-\(time(nil))"
         guard rename(path, aside) == 0 else {
             return .failure(.errno("\(path) is \(what), not a regular file, and cannot be moved aside: rename"))

@@ -345,9 +345,11 @@ func acceptedEvents(_ path: String) -> [Int: String] {
         subscriber.stop()
     }
 
-    /// The outbox file cannot be opened at all at the next start (here: a directory where it should be): the agent
-    /// runs on with an outbox in memory, and the last run's pending events, unreadable now, are declared dropped.
-    @Test func anOutboxThatCannotBeOpenedDeclaresTheLastRunsPendingEvents() throws {
+    /// The outbox file cannot be read at the next start (here: a directory where it should be; an I/O error of the disk
+    /// takes the same way): it is moved aside, never read again, a new file takes its place, and the last run's pending
+    /// events, unreadable now, are declared dropped. A later start that could read it would send declared seqs (issue
+    /// 32, defect 2: 1,143 seqs arrived after their declaration).
+    @Test func anOutboxThatCannotBeReadIsSetAsideAndDeclaresTheLastRunsPendingEvents() throws {
         let dir = temporaryDirectory()
         let config = try writeBusyGarage(dir)
         let outbox = dir.path + "/outbox"
@@ -358,13 +360,28 @@ func acceptedEvents(_ path: String) -> [Int: String] {
         let drop = try #require(subscriber.events().first { $0["type"] as? String == "outbox.dropped" })
         let declared = (drop["first_seq"] as? Int ?? 0)...(drop["last_seq"] as? Int ?? 0)
         #expect(declared.contains(1) && declared.contains(6), "the last run's six pending events: \(drop)")
-        #expect(second.stderr.contains("outbox unusable, events kept in memory only"))
+        #expect(second.stderr.contains("was a directory, not a regular file: moved aside as \(outbox)/outbox.log.not-regular-"),
+                "\(second.stderr)")
+        #expect(!second.stderr.contains("outbox unusable"), "a durable outbox again: \(second.stderr)")
         stopCleanly(second, subscriber)
+        var st = stat()
+        #expect(lstat(outbox + "/outbox.log", &st) == 0 && st.st_mode & S_IFMT == S_IFREG, "a new outbox file in its place")
+        // The next start reads the new file only: no declared seq arrives.
+        let laterBroker = try Broker()
+        let later = try Subscriber(laterBroker)
+        try later.listen()
+        let third = try Child(agentBinary, ["run", "--config", config, "--replay", try writeTrace(dir, ""),
+                                            "--broker", laterBroker.url, "--outbox", outbox])
+        #expect(eventually(10) { later.messages.contains { $0.topic.hasSuffix("/status") && $0.json["boot"] as? Int == 3 } },
+                "\(third.stderr)")
+        try later.drain()
+        #expect(later.events().allSatisfy { !declared.contains($0["seq"] as? Int ?? 0) }, "declared seqs never arrive: \(later.events())")
+        stopCleanly(third, later)
     }
 
     /// As above after an overflow: the state file's drops say nothing of what the unreadable file held, so every seq
     /// the last run had not settled is declared, below its highest drop too.
-    @Test func anOutboxThatCannotBeOpenedAfterAnOverflowDeclaresAllItHeld() throws {
+    @Test func anOutboxThatCannotBeReadAfterAnOverflowDeclaresAllItHeld() throws {
         let dir = temporaryDirectory()
         let config = try writeBusyGarage(dir, capacity: 3)
         let outbox = dir.path + "/outbox"

@@ -114,6 +114,30 @@ func pendingOnDisk(_ path: String) -> (pending: [UInt64], records: Int) {
         #expect(reopened.pending.map(\.event.seq) == [2, 4])
     }
 
+    /// A floor record (an announcement's seq) and a discard's drop records are writes like an event's: the removals
+    /// waiting for a write go with them, never forgotten by them (issue 32, defect 6: a clean stop after an
+    /// announcement left every acknowledged event in the file, and the next start replayed them all).
+    @Test func removalsWaitingForAWriteGoWithAFloorOrADropRecord() throws {
+        let dir = temporaryDirectory().path
+        do {
+            let (outbox, _) = try DurableOutbox.open(directory: dir, capacity: 200)
+            for seq in 1...6 { #expect(outbox.append(entry(UInt64(seq))).failure == nil) }
+            outbox.remove(seq: 1)
+            outbox.remove(seq: 2)
+            #expect(outbox.recordFloor(20) == nil)
+            outbox.remove(seq: 3)
+            #expect(outbox.discard([6]) == nil)
+            outbox.remove(seq: 4)
+            // The clean stop's write.
+            #expect(outbox.writeChanges() == nil)
+            #expect(!outbox.hasUnwrittenChanges)
+        }
+        #expect(pendingOnDisk(dir + "/outbox.log").pending == [5])
+        let (reopened, _) = try DurableOutbox.open(directory: dir, capacity: 200)
+        #expect(reopened.pending.map(\.event.seq) == [5], "acknowledged events are not sent again")
+        #expect(reopened.acknowledgedAtOpen == [1, 2, 3, 4])
+    }
+
     /// A write that fails (a full disk) leaves the events in memory and the outbox degraded: the next write, whatever
     /// asks for it, first tries to put everything pending on disk again; once the disk has room, one such retry does
     /// it, acknowledgements made meanwhile included.

@@ -40,6 +40,34 @@ import Testing
         #expect(ledger.handed == [4, 11], "loaded events may have been sent by the last run")
     }
 
+    /// The session hands a new event to the link inside the outbox's accept, before the ledger hears of the batch
+    /// (issue 32, defect 1): the ledger still knows it may have arrived, and a full outbox never gives it up.
+    @Test func anEventHandedBeforeItsBatchWasAcceptedIsNeverGivenUp() {
+        var ledger = DeliveryLedger(start: .init())
+        ledger.handed(1)
+        _ = ledger.accepted([1], dropped: [], recorded: true)
+        ledger.handed(2)
+        _ = ledger.accepted([2], dropped: [], recorded: true)
+        #expect(ledger.sparing == [1, 2])
+        ledger.acknowledged(1)
+        #expect(ledger.sparing == [2])
+        #expect(ledger.settled == 1)
+    }
+
+    /// A start whose outbox file lost its records (cut below its floor record, or set aside) has only the ledger's
+    /// settled seq to go on: a declaration or an announcement above the lost events does not account for them
+    /// (issue 32, defect 3: 1,550 events lost with no declaration).
+    @Test func anOutboxThatLostItsRecordsHasEveryUnsettledSeqDeclared() {
+        var disk = DeliveryLedger.StartContents()
+        disk.settled = 2
+        disk.top = 40
+        disk.stateDeclared = [10...12]
+        disk.announcement = (seq: 30, seqs: 20...25, exact: true)
+        disk.outbox = .init()   // read, and empty: cut to nothing
+        let ledger = DeliveryLedger(start: disk)
+        #expect(ledger.newlyDeclared == [3...9, 13...19, 26...29, 31...40])
+    }
+
     /// An older agent's inexact range (it may hold kept seqs) is refined by what the outbox still holds, and an inexact
     /// announcement never discards a loaded event.
     @Test func anOlderAgentsWideRangesAreNarrowedNotTrusted() {

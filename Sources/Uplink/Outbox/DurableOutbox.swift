@@ -82,7 +82,7 @@ public final class DurableOutbox: Outbox {
         let dropped = OverflowPolicy.admit(batch, into: &entries, capacity: capacity, sparing: sparing)
         acceptedHighest = max(acceptedHighest, batch.last?.event.seq ?? 0)
         var removals: [OutboxEntry] = []
-        var records = removalsUnwritten.map { OutboxLog.Record(del: $0) }
+        var records = removalRecords
         if dropped.isEmpty {
             records += batch.map { OutboxLog.Record(add: $0) }
         } else {
@@ -125,16 +125,24 @@ public final class DurableOutbox: Outbox {
     public func recordFloor(_ seq: UInt64) -> UplinkError? {
         acceptedHighest = max(acceptedHighest, seq)
         guard seq > log.highest else { return nil }
-        return finish(write { (log) throws(UplinkError) in try log.append([OutboxLog.Record(floor: seq)], sync: true) }, dead: 1)
+        // The removals waiting for a write go with it: `finish` forgets them once the write is done.
+        let removals = removalRecords
+        let records = removals + [OutboxLog.Record(floor: seq)]
+        return finish(write { (log) throws(UplinkError) in try log.append(records, sync: true) }, dead: 1 + 2 * removals.count)
     }
+
+    /// The waiting removals as records, for the next write to carry (see `removalsUnwritten`).
+    private var removalRecords: [OutboxLog.Record] { removalsUnwritten.map { OutboxLog.Record(del: $0) } }
 
     public func discard(_ seqs: [UInt64]) -> UplinkError? {
         guard !seqs.isEmpty else { return nil }
         let gone = Set(seqs)
         entries.removeAll { gone.contains($0.event.seq) }
         keep(dropped: seqs)
-        let records = SeqRuns(seqs: seqs).ranges.map { OutboxLog.Record(dropped: $0) }
-        return finish(write { (log) throws(UplinkError) in try log.append(records, sync: true) }, dead: 2 * seqs.count)
+        let removals = removalRecords
+        let records = removals + SeqRuns(seqs: seqs).ranges.map { OutboxLog.Record(dropped: $0) }
+        return finish(write { (log) throws(UplinkError) in try log.append(records, sync: true) },
+                      dead: 2 * seqs.count + 2 * removals.count)
     }
 
     /// The removed events' records are as many as the capacity: the file is to be compacted by `writeChanges()`,
@@ -149,7 +157,7 @@ public final class DurableOutbox: Outbox {
         guard hasUnwrittenChanges else { return nil }
         // A compaction writes what is pending, and so the removals too.
         if compactionDue && !degraded { return compactNow() }
-        let records = removalsUnwritten.map { OutboxLog.Record(del: $0) }
+        let records = removalRecords
         return finish(write { (log) throws(UplinkError) in try log.append(records, sync: false) }, dead: 2 * records.count)
     }
 

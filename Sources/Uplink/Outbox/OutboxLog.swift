@@ -130,7 +130,16 @@ final class OutboxLog {
                             + "kept aside as \(aside), not read; seqs the last run had not settled declared dropped")
             bytes = []
         case .unreadable(let failure):
-            throw UplinkError(.outbox, "cannot open outbox file: \(failure.message)", code: failure.code)
+            // (An I/O error on the disk itself.) Moved aside, never read again: a later start that could read it would
+            // send events this one has declared.
+            let aside = path + ".unreadable-\(time(nil))"
+            guard rename(path, aside) == 0 else {
+                throw UplinkError(.outbox, "cannot read outbox file: \(failure.message), and cannot move it aside: "
+                                  + DurableFile.errnoText(), code: failure.code)
+            }
+            problems.append("outbox file damaged: cannot read it (\(failure.message)): kept aside as \(aside), not read; "
+                            + "seqs the last run had not settled declared dropped")
+            bytes = []
         }
         let parsed = parse(bytes)
         if let version = parsed.newerFormat { throw StateFormat.newer(path, version: version) }

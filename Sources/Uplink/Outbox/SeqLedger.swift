@@ -96,12 +96,24 @@ public final class SeqLedger {
         return (ledger, newest?.1, newest == nil && bytes[0..<max(0, n)].contains { $0 != 0 }, problems)
     }
 
-    /// The format version a slot's magic says (`PWSEQ1`: version 1), whether or not the rest of it is intact: nil
-    /// for a slot that is not a ledger slot at all (zeros, damage).
+    /// The format version a slot's magic says (`PWSEQ1`: version 1), counted only in a slot whose checksum holds: nil
+    /// for zeros or damage. A flipped bit in a stale slot is damage, not a newer agent's slot (which would have the
+    /// board refuse to start for ever while the other slot is intact). Every format keeps this frame: the magic,
+    /// five 64-bit fields, and the CRC-32 of those 48 bytes after them.
     static func formatVersion(_ slot: [UInt8]) -> UInt64? {
-        guard slot.count >= magic.count, Array(slot[0..<5]) == Array(magic[0..<5]), slot[6] == 0, slot[7] == 0,
-              (UInt8(ascii: "1")...UInt8(ascii: "9")).contains(slot[5]) else { return nil }
+        guard slot.count >= frameSize, Array(slot[0..<5]) == Array(magic[0..<5]), slot[6] == 0, slot[7] == 0,
+              (UInt8(ascii: "1")...UInt8(ascii: "9")).contains(slot[5]), checksumHolds(slot) else { return nil }
         return UInt64(slot[5] - UInt8(ascii: "0"))
+    }
+
+    /// The magic and the five fields the CRC covers, and the CRC.
+    static let bodySize = magic.count + 5 * 8
+    static let frameSize = bodySize + 4
+
+    static func checksumHolds(_ slot: [UInt8]) -> Bool {
+        guard slot.count >= frameSize else { return false }
+        let crc = (0..<4).reduce(UInt32(0)) { $0 | UInt32(slot[bodySize + $1]) << (8 * $1) }
+        return CRC32.checksum(slot[0..<bodySize]) == crc
     }
 
     /// Writes `entry` into the older slot and waits until it is on disk.
@@ -130,11 +142,8 @@ public final class SeqLedger {
     }
 
     static func decode(_ slot: [UInt8]) -> (UInt64, Entry)? {
-        let bodySize = magic.count + 5 * 8
-        guard slot.count >= bodySize + 4, Array(slot[0..<magic.count]) == magic else { return nil }
+        guard Array(slot.prefix(magic.count)) == magic, checksumHolds(slot) else { return nil }
         func u64(_ i: Int) -> UInt64 { (0..<8).reduce(0) { $0 | UInt64(slot[magic.count + 8 * i + $1]) << (8 * $1) } }
-        let crc = (0..<4).reduce(UInt32(0)) { $0 | UInt32(slot[bodySize + $1]) << (8 * $1) }
-        guard CRC32.checksum(slot[0..<bodySize]) == crc else { return nil }
         return (u64(0), Entry(boot: u64(1), reserved: u64(2), settled: u64(3), clean: u64(4) == 1))
     }
 }
