@@ -65,6 +65,7 @@ public enum FleetTable {
             }
             if isStale, let heard = board.heardAt { notes.append("nothing heard for \(age(now - heard))") }
             if let fault = s?.storageFault, board.online { notes.append("storage: \(fault)") }
+            if let refused = s?.publishRefused, board.online { notes.append("broker refuses its events: \(refused)") }
             if let mode = s?.mode { notes.append("\(mode) feed") }
             if !board.online, s != nil { notes.append("last known") }
             rows.append([

@@ -78,6 +78,10 @@ public struct StatusPayload: Codable, Sendable, Hashable {
     /// otherwise): most likely a second board configured with the same site and device id, whose events then mix with
     /// this one's under one device. What is known of it, in a technician's words.
     public var idConflict: String?
+    /// While the broker refuses this device's events (MQTT 5 PUBACK reason 0x80 or more, e.g. not authorized: its ACL
+    /// does not know the device by this id): the broker's words. The events stay in the device's outbox, none is lost,
+    /// none arrives; absent otherwise.
+    public var publishRefused: String?
     /// When this status was produced, on the device's wall clock (online only): a reader ages a retained status
     /// against its own clock (while `clock` is `unsynced` the device's wall clock may be off).
     public var at: String?
@@ -107,14 +111,16 @@ public struct StatusPayload: Codable, Sendable, Hashable {
         public var reconnects: Int
         public var storageFault: String?
         public var idConflict: String?
+        public var publishRefused: String?
         public init(outboxDepth: Int, clock: String, faultedInputs: Int, reconnects: Int, storageFault: String? = nil,
-                    idConflict: String? = nil) {
+                    idConflict: String? = nil, publishRefused: String? = nil) {
             self.outboxDepth = outboxDepth
             self.clock = clock
             self.faultedInputs = faultedInputs
             self.reconnects = reconnects
             self.storageFault = storageFault
             self.idConflict = idConflict
+            self.publishRefused = publishRefused
         }
     }
 
@@ -130,6 +136,7 @@ public struct StatusPayload: Codable, Sendable, Hashable {
         copy.reconnects = health.reconnects
         copy.storageFault = health.storageFault
         copy.idConflict = health.idConflict
+        copy.publishRefused = health.publishRefused
         return copy
     }
 
@@ -140,7 +147,7 @@ public struct StatusPayload: Codable, Sendable, Hashable {
     enum CodingKeys: String, CodingKey {
         case state, version, configHash = "config_hash", boot, since, mode, uptimeSeconds = "uptime_s"
         case outboxDepth = "outbox_depth", outboxOldestAgeSeconds = "outbox_oldest_age_s", clock
-        case faultedInputs = "faulted_inputs", reconnects, storageFault = "storage_fault", idConflict = "id_conflict", at
+        case faultedInputs = "faulted_inputs", reconnects, storageFault = "storage_fault", idConflict = "id_conflict", publishRefused = "publish_refused", at
         case connection
     }
 }

@@ -36,6 +36,28 @@ public final class UplinkSession {
     private var statesWaiting: Set<String> = []
     /// An outage that overflows the outbox: one log line per streak, not per event dropped.
     private var drops = LogStreak(.warn, "outbox full, events dropped", ended: "outbox no longer full")
+    /// Events the broker refused (MQTT 5 PUBACK reason 0x80 or more), kept in the outbox: sent again after
+    /// `retryRefused()`. One log line per streak; it ends when the broker acknowledges an event again.
+    private var refusedSeqs: Set<UInt64> = []
+    private var refusals = LogStreak(.error, "broker refused events, kept in the outbox",
+                                     ended: "broker acknowledges events again")
+
+    /// What the broker refused, if it refuses now: its words and the first seq it refused. Events wait (states and
+    /// the status still go) until `retryRefused()`; an event acknowledged after that ends it.
+    public private(set) var refusal: (reason: String, firstSeq: UInt64)?
+    /// Refused events wait for `retryRefused()` (the caller's backoff).
+    public private(set) var refusalWaits = false
+
+    /// Sends the refused events again (and what waited behind them), after the caller's backoff.
+    public func retryRefused() {
+        guard refusalWaits else { return }
+        refusalWaits = false
+        pump()
+    }
+
+    /// What a technician does about a refused publish.
+    public static let refusalHint = "the broker's ACL does not let this device write its topic: check that device: in the "
+        + "config is the name the broker knows it by (its certificate's CN, or its credentials' username), and the ACL"
 
     public init(link: MQTTLink, topics: Topics, outbox: any Outbox, birth: StatusPayload, window: Int = 100) {
         self.link = link
@@ -122,7 +144,18 @@ public final class UplinkSession {
     /// Hands the link the outbox's next events in seq order (the announcement in its place), while fewer than
     /// `window` are unacknowledged and up to `sendableUpTo`.
     private func pump() {
-        guard connection != nil else { return }
+        guard connection != nil, !refusalWaits else { return }
+        if !refusedSeqs.isEmpty {
+            // Refused ones first, in seq order (they lie below what was sent since).
+            for entry in outbox.pending where refusedSeqs.contains(entry.event.seq) {
+                guard eventsInFlight < window else { return }
+                refusedSeqs.remove(entry.event.seq)
+                if send(entry, as: .event(entry.event.seq)) {
+                    eventsInFlight += 1
+                }
+            }
+            refusedSeqs.removeAll()   // (those no longer in the outbox)
+        }
         for entry in outbox.pending where entry.event.seq > sentUpTo {
             if let announcement, !announcementSent, announcement.event.seq < entry.event.seq,
                announcement.event.seq <= sendableUpTo {
@@ -140,6 +173,7 @@ public final class UplinkSession {
     }
 
     private func sendAnnouncement(_ entry: OutboxEntry) {
+        guard !refusalWaits else { return }
         announcementSent = true
         send(entry, as: .announcement(entry.event.seq))
     }
@@ -225,10 +259,12 @@ public final class UplinkSession {
                 outbox.remove(seq: seq)
                 eventAcknowledged(seq)
                 if outbox.count < outbox.capacity { drops.ended() }
+                endRefusal()
                 pump()
             case .announcement(let seq):
                 if announcement?.event.seq == seq { announcement = nil }
                 acknowledgedAnnouncement = seq
+                endRefusal()
             case .status:
                 offlineStatusAcked = true
             case .reply:
@@ -237,9 +273,41 @@ public final class UplinkSession {
                 guard statesInFlight.remove(topic) != nil else { break }
                 if statesWaiting.remove(topic) != nil { publishState(topic) }
             }
+        case .refused(let mid, let number, let code):
+            guard connection == number, let sent = inFlight.removeValue(forKey: mid) else { return }
+            let reason = "\(MosquittoConnection.describeReason(code)) (reason code 0x\(String(code, radix: 16)))"
+            switch sent {
+            case .event(let seq):
+                // Not delivered: the event stays in the outbox, and is sent again after the caller's backoff.
+                eventsInFlight -= 1
+                refusedSeqs.insert(seq)
+                noteRefusal(reason, seq: seq)
+            case .announcement(let seq):
+                announcementSent = false
+                noteRefusal(reason, seq: seq)
+            case .status:
+                // (A clean stop's offline: the broker will not keep it; the stop need not wait for it.)
+                offlineStatusAcked = true
+            case .reply:
+                repliesInFlight -= 1
+            case .state(let topic):
+                statesInFlight.remove(topic)
+            }
         case .message, .oversized, .contested:
             break
         }
+    }
+
+    private func noteRefusal(_ reason: String, seq: UInt64) {
+        if refusal == nil { refusal = (reason, seq) }
+        refusalWaits = true
+        refusals.occurred(1, ["reason": reason, "seq": seq, "topic": topics.events, "hint": Self.refusalHint])
+    }
+
+    private func endRefusal() {
+        guard refusal != nil else { return }
+        refusal = nil
+        refusals.ended()
     }
 
     /// Status online, then every retained state: what a backend needs to rebuild the truth.
@@ -252,6 +320,8 @@ public final class UplinkSession {
     private func forgetInFlight() {
         inFlight.removeAll()
         eventsInFlight = 0
+        refusedSeqs.removeAll()   // a new connection sends the whole outbox again
+        refusalWaits = false
         sentUpTo = 0
         replayUpTo = 0
         announcementSent = false

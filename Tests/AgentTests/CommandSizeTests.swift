@@ -24,7 +24,7 @@ import TestSupport
     }
 
     @Test func anOversizedCommandIsDroppedUnreadRefusedAndSaidOncePerStreak() throws {
-        let rig = try ReplayRig(trace: "")
+        let rig = try ReplayRig(trace: "", configTail: "mqtt: { protocol: \"3.1.1\" }")
         let (dir, broker, subscriber, agent) = (rig.dir, rig.broker, rig.subscriber, rig.agent)
         #expect(eventually(10) { subscriber.messages.contains { $0.topic == prefix + "/status" } }, "\(agent.child.stderr)")
 

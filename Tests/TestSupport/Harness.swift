@@ -219,6 +219,9 @@ public final class Broker {
 
     public func resume() { child?.signal(SIGCONT) }
 
+    /// SIGHUP: it reads its password and ACL files again (connections stay).
+    public func reload() { child?.signal(SIGHUP) }
+
     /// Stops it (SIGTERM; it saves its sessions first).
     public func stop() {
         resume()

@@ -71,6 +71,10 @@ enum ServiceChecks {
         if let conflict = link.idConflict {
             steps.append(ProbeStep(.failed, "another board uses this device id", detail: conflict, fix: AgentStatus.Link.idConflictFix))
         }
+        if let refused = link.publishRefused {
+            steps.append(ProbeStep(.failed, "the broker refuses its events (kept in the outbox)", detail: refused,
+                                   fix: UplinkSession.refusalHint))
+        }
         if status.clock == "unsynced" {
             steps.append(ProbeStep(.warning, "it stamps events clock: unsynced", fix: "see the clock check below"))
         }

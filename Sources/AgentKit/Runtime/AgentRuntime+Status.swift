@@ -58,7 +58,7 @@ extension AgentRuntime {
                              faultedInputs: inGarage { $0.faultedInputCount }, reconnects: tracker.reconnects,
                              storageFault: inStamper {
                                  StatusSnapshot.storageFault(session, $0.state, outboxUnusable: outboxUnusable, readOnly: readOnlyAtStart)
-                             }, idConflict: tracker.idConflict)
+                             }, idConflict: tracker.idConflict, publishRefused: session.refusal?.reason)
     }
 
     func publishStatus(_ snapshot: StatusSnapshot) {

@@ -113,6 +113,7 @@ final class AgentRuntime: @unchecked Sendable {
             subscriptions: [topics.commands])
         settings.tls = config.mqtt.tls.map { ($0.ca, $0.cert, $0.key) }
         settings.protocolVersion = Int32(config.mqtt.protocolVersion)
+        settings.fallsBackTo311 = config.mqtt.fallsBackTo311
         settings.maximumIncoming = CommandHandler.payloadLimit
         // Hosted: once connected, the broker's socket is read and written by this loop's thread (`nextInput`).
         link = MQTTLink(settings: settings, hosted: true,
@@ -255,6 +256,10 @@ final class AgentRuntime: @unchecked Sendable {
                     deadlines.reservation = nil
                     if stamper.state.reservationDue { stamper.state.reserveAhead() } else { saveState() }
                 }
+                if let due = deadlines.refusedPublish, due <= realNow() {
+                    deadlines.refusedPublish = nil
+                    session.retryRefused()
+                }
                 if let due = deadlines.watchdog, let every = options.service.watchdogInterval, due <= realNow() {
                     options.service.alive()   // the watchdog is fed by the event loop itself
                     deadlines.watchdog = realNow() + every.nanosecondCount
@@ -278,8 +283,16 @@ final class AgentRuntime: @unchecked Sendable {
                     answerWaitingCommands()
                 case .disconnected:
                     delivery.linkDown()   // waiting commands wait for the next connection, to be answered there
+                    deadlines.refusedPublish = nil   // the next connection sends everything again
+                case .refused:
+                    // Not delivered: kept, and sent again after a wait doubling up to 64 s (never in a loop).
+                    if session.refusalWaits && deadlines.refusedPublish == nil {
+                        deadlines.refusedPublish = realNow() + refusalRetryWait.nanosecondCount
+                        refusalRetryWait = min(refusalRetryWait * 2, AgentRuntime.outboxRetryLongest)
+                    }
                 case .acknowledged:
                     answerWaitingCommands()
+                    if session.refusal == nil { refusalRetryWait = AgentRuntime.outboxWriteWait }
                     if let seq = session.acknowledgedAnnouncement, announcement?.event.seq == seq {
                         announcement = nil
                         perform(delivery.announcementAcknowledged(seq))
@@ -358,4 +371,6 @@ final class AgentRuntime: @unchecked Sendable {
     /// How long after a refused reservation it is tried again.
     var reservationRetryWait = AgentRuntime.outboxWriteWait
     var outboxWriteWait = AgentRuntime.outboxWriteWait
+    /// How long after the broker refused events they are sent again.
+    var refusalRetryWait = AgentRuntime.outboxWriteWait
 }

@@ -13,16 +13,19 @@ struct LoopDeadlines {
     var outboxWrite: Int64?
     /// Reserve the next block of seqs, or try a refused reservation or state-file save again.
     var reservation: Int64?
+    /// Send the events the broker refused again (2 s doubling to 64 s while it goes on refusing).
+    var refusedPublish: Int64?
 
     /// The earliest armed deadline, the garage's timer (`timer`) included (no array built: this runs on every input).
     func earliest(with timer: Int64?) -> Int64? {
         earliestOf(earliestOf(earliestOf(timer, watchdog), earliestOf(clock, shed)),
-                   earliestOf(earliestOf(status, outboxWrite), reservation))
+                   earliestOf(earliestOf(status, outboxWrite), earliestOf(reservation, refusedPublish)))
     }
 
     /// One of the housekeeping deadlines (every one but the status's) has passed.
     func housekeepingPassed(_ now: Int64) -> Bool {
-        earliestOf(earliestOf(watchdog, clock), earliestOf(earliestOf(shed, outboxWrite), reservation)).map { $0 <= now } ?? false
+        earliestOf(earliestOf(watchdog, clock), earliestOf(earliestOf(shed, outboxWrite), earliestOf(reservation, refusedPublish)))
+            .map { $0 <= now } ?? false
     }
 }
 

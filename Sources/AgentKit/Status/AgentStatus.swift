@@ -71,6 +71,8 @@ public struct AgentStatus: Codable, Sendable, Equatable {
         public var idConflict: String?
         /// Commands dropped unread since start for a payload over the limit (`CommandHandler.payloadLimit`).
         public var oversizedCommands: Int?
+        /// While the broker refuses this device's events (MQTT 5): its words, and the first seq it refused.
+        public var publishRefused: String?
 
         public init(state: String, broker: String?, connectedSince: String?, reconnects: Int, lastLoss: String?,
                     brokers: [String], idConflict: String? = nil, oversizedCommands: Int? = nil) {
@@ -246,7 +248,7 @@ public struct AgentStatus: Codable, Sendable, Equatable {
 extension AgentStatus.Link {
     enum CodingKeys: String, CodingKey {
         case state, broker, connectedSince = "connected_since", reconnects, lastLoss = "last_loss", brokers
-        case idConflict = "id_conflict", oversizedCommands = "oversized_commands"
+        case idConflict = "id_conflict", oversizedCommands = "oversized_commands", publishRefused = "publish_refused"
     }
 }
 

@@ -22,7 +22,8 @@ struct RetainedStatusSchedule {
     mutating func decide(_ health: StatusPayload.Health, connected: Bool, now readNow: () -> Int64) -> Decision {
         guard connected, health != published else { return .nothing }
         if let published, health.storageFault != published.storageFault || health.clock != published.clock
-            || (health.idConflict == nil) != (published.idConflict == nil) {
+            || (health.idConflict == nil) != (published.idConflict == nil)
+            || (health.publishRefused == nil) != (published.publishRefused == nil) {
             return .publishNow   // an armed wake-up then finds nothing changed
         }
         guard !armed else { return .nothing }

@@ -89,11 +89,12 @@ struct StatusSnapshot {
                                      spotsOccupied: level.spotsOccupied, spotsUnknown: level.spotsUnknown,
                                      laneCount: level.laneCount)
         }
-        let link = AgentStatus.Link(state: tracker.broker == nil ? "connecting" : "connected", broker: tracker.broker,
+        var link = AgentStatus.Link(state: tracker.broker == nil ? "connecting" : "connected", broker: tracker.broker,
                                     connectedSince: tracker.connectedSince.map(stamper.wallTime),
                                     reconnects: tracker.reconnects, lastLoss: tracker.lastLoss,
                                     brokers: config.mqtt.brokers.map(\.description), idConflict: tracker.idConflict,
                                     oversizedCommands: tracker.oversizedCommands)
+        link.publishRefused = session.refusal.map { "\($0.reason), from seq \($0.firstSeq)" }
         let state = stamper.state
         let outbox = AgentStatus.OutboxStatus(path: config.outbox.path, depth: session.outboxCount,
                                               capacity: session.outboxCapacity, oldestSeq: session.oldestPendingSeq,

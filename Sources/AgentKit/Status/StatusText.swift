@@ -1,3 +1,5 @@
+import Uplink
+
 /// `parkwise-agent status` as text: the agent, link, outbox and clock, then every level, lane,
 /// spot (as a grid per zone) and input.
 public enum StatusText {
@@ -11,6 +13,9 @@ public enum StatusText {
                                                       : "connecting (brokers: \(link.brokers.joined(separator: ", ")))")
                    + ", \(StatusWords.plural(link.reconnects, "reconnect"))" + (link.lastLoss.map { " (last lost: \($0))" } ?? ""))
         if let conflict = link.idConflict { out.append("           DEVICE ID CONFLICT: \(conflict); fix: \(AgentStatus.Link.idConflictFix)") }
+        if let refused = link.publishRefused {
+            out.append("           BROKER REFUSES EVENTS: \(refused); kept in the outbox; fix: \(UplinkSession.refusalHint)")
+        }
         if let dropped = link.oversizedCommands, dropped > 0 {
             out.append("           \(StatusWords.plural(dropped, "command")) dropped unread, over \(CommandHandler.payloadLimit) bytes")
         }

@@ -58,7 +58,7 @@ struct StatusTracker {
             idConflict = conflict
         case .oversized:
             oversizedCommands += 1
-        case .acknowledged, .message:
+        case .acknowledged, .refused, .message:
             break
         }
     }

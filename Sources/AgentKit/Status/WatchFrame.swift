@@ -25,6 +25,7 @@ public enum WatchFrame {
         }
         link.add("  \(StatusWords.plural(status.link.reconnects, "reconnect"))")
         if status.link.idConflict != nil { link.add("  DEVICE ID CONFLICT: another board uses this id", .red) }
+        if status.link.publishRefused != nil { link.add("  BROKER REFUSES EVENTS", .red) }
         add(link, 0)
         let outbox = status.outbox
         var out = TextLine("outbox \(outbox.depth)/\(outbox.capacity)", outbox.depth > outbox.capacity / 2 ? .yellow : nil)

@@ -54,7 +54,7 @@ final class BridgeRuntime: Sendable {
                 connection.value.store(number, ordering: .releasing)
                 queue.wake()
                 events.ring()
-            case .disconnected, .acknowledged, .oversized, .contested: break
+            case .disconnected, .acknowledged, .refused, .oversized, .contested: break
             }
         }
     }

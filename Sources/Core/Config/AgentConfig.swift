@@ -25,6 +25,8 @@ public struct MQTTSettings: Sendable {
     public var tls: TLSFiles?
     /// 4 (MQTT 3.1.1) or 5.
     public var protocolVersion: Int
+    /// `mqtt.protocol` unset: 5, and 3.1.1 with a broker that refuses 5.
+    public var fallsBackTo311 = false
     /// The credentials and TLS files above, with where the config names them: checked before anything runs.
     public var files: [LinkFile] = []
     /// The retained `status` is republished at most this often, and only when what it reports changed.

@@ -86,8 +86,10 @@ public struct ConfigReader {
 
     private mutating func readMQTT(_ node: ConfigNode?, parent: ConfigNode) -> MQTTSettings? {
         guard let node else {
-            return MQTTSettings(brokers: [BrokerAddress(tls: false, host: "127.0.0.1", port: 1883)],
-                                credentialsPath: nil, keepalive: ConfigDefaults.keepalive, tls: nil, protocolVersion: 4)
+            var settings = MQTTSettings(brokers: [BrokerAddress(tls: false, host: "127.0.0.1", port: 1883)],
+                                        credentialsPath: nil, keepalive: ConfigDefaults.keepalive, tls: nil, protocolVersion: 5)
+            settings.fallsBackTo311 = true
+            return settings
         }
         guard let map = mapping(node, keys: ["brokers", "credentials", "keepalive", "tls", "protocol", "status_every"],
                                 in: "mqtt") else { return nil }
@@ -140,16 +142,21 @@ public struct ConfigReader {
             }
             tls = tlsFiles
         }
-        var protocolVersion = 4
+        // Unset: MQTT 5 (a publish the broker refuses says so), 3.1.1 with a broker that refuses 5.
+        var protocolVersion = 5
+        var fallsBack = true
         if let p = map["protocol"], let text = string(p, what: "an MQTT version") {
+            fallsBack = false
             switch text {
             case "3.1.1": protocolVersion = 4
             case "5", "5.0": protocolVersion = 5
-            default: report(p.mark, "unknown MQTT protocol '\(text)'", hint: "use \"3.1.1\" (default) or \"5\"")
+            default: report(p.mark, "unknown MQTT protocol '\(text)'",
+                            hint: "use \"5\" or \"3.1.1\", or leave it out (5, or 3.1.1 with a broker that refuses 5)")
             }
         }
         var settings = MQTTSettings(brokers: brokers, credentialsPath: credentials, keepalive: keepalive, tls: tls,
                                     protocolVersion: protocolVersion, files: files)
+        settings.fallsBackTo311 = fallsBack
         settings.statusEvery = statusEvery
         return settings
     }

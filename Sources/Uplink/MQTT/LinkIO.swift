@@ -47,6 +47,13 @@ struct LinkIO: Sendable {
         return keepalive > 0 ? min(lastWrite, lastRead) + keepalive + 1000 : nil
     }
 
+    /// The broker's CONNACK refusal in words: MQTT 3.1.1's codes (1 to 5), or MQTT 5's reason codes (0x80 and up).
+    private var refusal: String {
+        let code = connection.connack
+        let words = code >= 0x80 ? MosquittoConnection.describeReason(code) : MosquittoConnection.describeConnack(code)
+        return "broker refused the connection: \(words)"
+    }
+
     /// One round after a poll: `revents` are the socket's (0 when the poll timed out); what the callbacks reported
     /// goes to `deliver`, together.
     mutating func round(revents: Int16, now: Int64, deliver: ([UplinkEvent]) -> Void) -> Round {
@@ -63,7 +70,11 @@ struct LinkIO: Sendable {
                 received = connection.received
                 lastWrite = now   // QoS 1 publishes were answered with PUBACKs
             }
-            if rc != MOSQ_ERR_SUCCESS.rawValue { return .lost(MosquittoConnection.describe(rc)) }
+            if rc != MOSQ_ERR_SUCCESS.rawValue {
+                // A broker that refused the CONNECT closes at once: its CONNACK says why, not the closed socket.
+                if !up, connection.connack > 0 { return .lost(refusal) }
+                return .lost(MosquittoConnection.describe(rc))
+            }
             // An MQTT 5 DISCONNECT from the broker: libmosquitto closed the socket and the read still succeeded.
             if connection.socket < 0 {
                 return .lost(connection.disconnectReason.map { "the broker disconnected: \(MosquittoConnection.describeReason($0))" }
@@ -82,7 +93,7 @@ struct LinkIO: Sendable {
                 lastRead = now
                 return .becameUp
             }
-            if connack > 0 { return .lost("broker refused the connection: \(MosquittoConnection.describeConnack(connack))") }
+            if connack > 0 { return .lost(refusal) }
             return now > connectDeadline ? .lost("no answer from the broker (timed out)") : .carryOn
         }
         if keepalive > 0, let dueBefore, now >= dueBefore {

@@ -94,14 +94,24 @@ public final class MQTTLink: Sendable {
         var number: UInt64 = 0
         var lastReason = ""
         var watch = TakeoverWatch(clientID: settings.clientID)
+        /// Brokers (by index) that refused MQTT 5: asked with 3.1.1 from then on.
+        var speak311: Set<Int> = []
         while !stopping.load(ordering: .acquiring) {
-            let broker = settings.brokers[brokerIndex % settings.brokers.count]
+            let index = brokerIndex % settings.brokers.count
+            let broker = settings.brokers[index]
             number += 1
-            let outcome = session(broker: broker, number: number, watch: &watch)
+            var asked = settings
+            if speak311.contains(index) { asked.protocolVersion = 4 }
+            let outcome = session(broker: broker, number: number, settings: asked, watch: &watch)
             switch outcome {
             case .stopped:
                 return
-            case .lost(let reason, let wasUp, let upFor, let takenOver):
+            case .lost(_, false, _, _, true) where asked.protocolVersion == 5 && settings.fallsBackTo311:
+                speak311.insert(index)
+                Log.warn("broker does not speak MQTT 5, using 3.1.1", ["broker": broker,
+                         "note": "a publish it refuses is then acknowledged as if delivered"])
+                continue
+            case .lost(let reason, let wasUp, let upFor, let takenOver, _):
                 if wasUp {
                     attempt = 0
                     let wasContested = watch.active
@@ -127,9 +137,14 @@ public final class MQTTLink: Sendable {
 
     /// `upFor`: seconds since the broker accepted the connection (0 when it never did); `takenOver`: the broker said
     /// so (MQTT 5 DISCONNECT 0x8E).
-    private enum Outcome { case stopped, lost(String, wasUp: Bool, upFor: Double = 0, takenOver: Bool = false) }
+    /// `protocolRefused`: the broker's CONNACK refused the protocol version (MQTT 3.1.1's 1, MQTT 5's 0x84).
+    private enum Outcome {
+        case stopped
+        case lost(String, wasUp: Bool, upFor: Double = 0, takenOver: Bool = false, protocolRefused: Bool = false)
+    }
 
-    private func session(broker: LinkSettings.Broker, number: UInt64, watch: inout TakeoverWatch) -> Outcome {
+    private func session(broker: LinkSettings.Broker, number: UInt64, settings: LinkSettings,
+                         watch: inout TakeoverWatch) -> Outcome {
         let connection: MosquittoConnection
         do {
             connection = try MosquittoConnection.make(settings: settings, broker: broker, number: number)
@@ -154,7 +169,8 @@ public final class MQTTLink: Sendable {
         /// A loss, with how long the connection was up and whether the broker said it was taken over.
         func lost(_ reason: String) -> Outcome {
             .lost(reason, wasUp: io.up, upFor: io.up ? monotonicSeconds() - upAt : 0,
-                  takenOver: connection.disconnectReason == Int32(MQTT_RC_SESSION_TAKEN_OVER.rawValue))
+                  takenOver: connection.disconnectReason == Int32(MQTT_RC_SESSION_TAKEN_OVER.rawValue),
+                  protocolRefused: !io.up && [1, Int32(MQTT_RC_UNSUPPORTED_PROTOCOL_VERSION.rawValue)].contains(connection.connack))
         }
         while true {
             if stopping.load(ordering: .acquiring) {

@@ -89,10 +89,10 @@ final class MosquittoConnection: @unchecked Sendable {
         _ = mosquitto_int_option(handle, MOSQ_OPT_SEND_MAXIMUM, settings.inFlightMaximum)
         mosquitto_connect_callback_set(handle, onConnect)
         mosquitto_disconnect_v5_callback_set(handle, onDisconnect)
-        mosquitto_publish_callback_set(handle, onPublish)
+        // (The v5 callback is called for MQTT 3.1.1 too, with reason 0: a 3.1.1 PUBACK carries none.)
+        mosquitto_publish_v5_callback_set(handle, onPublish)
         mosquitto_message_callback_set(handle, onMessage)
         if recorder != nil {
-            mosquitto_publish_v5_callback_set(handle, onPublishReason)
             mosquitto_subscribe_callback_set(handle, onSubscribe)
             mosquitto_log_callback_set(handle, onLog)
         }
@@ -226,10 +226,14 @@ private func onDisconnect(_ mosq: OpaquePointer?, _ obj: UnsafeMutableRawPointer
     context(obj).disconnectReason.store(rc, ordering: .releasing)
 }
 
-/// QoS 1: the PUBACK came. QoS 0: the message is written whole to the socket.
-private func onPublish(_ mosq: OpaquePointer?, _ obj: UnsafeMutableRawPointer?, _ mid: Int32) {
+/// QoS 1: the PUBACK came, with its reason code (MQTT 5; 0 otherwise): 0x80 or more is a refusal, not a delivery.
+/// QoS 0: the message is written whole to the socket (reason 0).
+private func onPublish(_ mosq: OpaquePointer?, _ obj: UnsafeMutableRawPointer?, _ mid: Int32, _ reason: Int32,
+                       _ props: OpaquePointer?) {
     let ctx = context(obj)
-    ctx.emit(.acknowledged(mid: mid, connection: ctx.number))
+    ctx.recorder?.puback(mid: mid, reason: reason)
+    ctx.emit(reason >= 0x80 ? .refused(mid: mid, connection: ctx.number, reason: reason)
+                            : .acknowledged(mid: mid, connection: ctx.number))
 }
 
 private func onMessage(_ mosq: OpaquePointer?, _ obj: UnsafeMutableRawPointer?, _ message: UnsafePointer<mosquitto_message>?) {
@@ -246,11 +250,6 @@ private func onMessage(_ mosq: OpaquePointer?, _ obj: UnsafeMutableRawPointer?, 
 }
 
 // A broker probe's callbacks: they only write into the recorder (lock-protected).
-
-private func onPublishReason(_ mosq: OpaquePointer?, _ obj: UnsafeMutableRawPointer?, _ mid: Int32, _ reason: Int32,
-                             _ props: OpaquePointer?) {
-    context(obj).recorder?.puback(mid: mid, reason: reason)
-}
 
 private func onSubscribe(_ mosq: OpaquePointer?, _ obj: UnsafeMutableRawPointer?, _ mid: Int32, _ count: Int32,
                          _ granted: UnsafePointer<Int32>?) {

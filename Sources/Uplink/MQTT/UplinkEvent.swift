@@ -6,6 +6,9 @@ public enum UplinkEvent: Sendable {
     /// The broker acknowledged (PUBACK) the QoS 1 publish with this message id; a QoS 0 publish: it is written whole
     /// to the socket (reported only when `MQTTLink.publish` said `.sent`, not `.written`).
     case acknowledged(mid: Int32, connection: UInt64)
+    /// MQTT 5: the broker answered the QoS 1 publish with this message id with a reason code of 0x80 or more (e.g.
+    /// 0x87 not authorized: its ACL denies the topic). It did not take the message: nothing was delivered.
+    case refused(mid: Int32, connection: UInt64, reason: Int32)
     /// A message on a subscribed topic; `retained`: the broker's stored copy, sent because a subscription was made
     /// (not a message published now).
     case message(topic: String, payload: [UInt8], retained: Bool)
@@ -59,6 +62,9 @@ public struct LinkSettings: Sendable {
     public var tls: (ca: String?, cert: String?, key: String?)?
     /// 4 (MQTT 3.1.1) or 5.
     public var protocolVersion: Int32 = 4
+    /// With `protocolVersion` 5: a broker that refuses MQTT 5 (CONNACK "unsupported protocol version") is asked again
+    /// at once with 3.1.1, and kept at 3.1.1 for the rest of the run.
+    public var fallsBackTo311 = false
     /// false: a persistent session (the broker keeps the subscriptions and queues QoS 1 messages
     /// for this client id while it is away), as a consumer like the backend bridge needs.
     public var cleanSession = true
