@@ -10,6 +10,16 @@ public struct CertificateInfo: Sendable, Equatable {
     /// notAfter, seconds since 1970 (UTC).
     public var notAfter: Int64
 
+    /// A broker that takes the certificate's CN as the username (mosquitto's `use_identity_as_username`, as the
+    /// site's broker does) lets the device write only its own tree: the CN must be the config's device id.
+    public func checkCommonName(device: String, path: String) throws(Credentials.Problem) {
+        guard let commonName, commonName != device else { return }
+        throw Credentials.Problem(message: "TLS certificate \(path) is issued to CN=\(commonName) but the config's device is "
+                                  + "'\(device)': the broker would refuse every event this board sends",
+                                  hint: "use the certificate provisioned for \(device) (provision.sh SITE \(device)), or set "
+                                    + "`device: \(commonName)` if this board is \(commonName)")
+    }
+
     /// The first certificate of a PEM file's text.
     public static func pem(_ bytes: [UInt8]) -> CertificateInfo? {
         let lines = String(decoding: bytes, as: UTF8.self).split(whereSeparator: \.isNewline)

@@ -70,6 +70,27 @@ let threeChangesWhenOnline = """
         return path
     }
 
+    /// The broker knows a board by its certificate's CN (`use_identity_as_username`): a config whose device is another
+    /// name would have every event refused. check-config says which name is wrong, at the line that names the certificate
+    /// (issue 32: a board whose device id does not match its certificate lost every event while its status said
+    /// "connected, 0 pending"); doctor fails the same step.
+    @Test func aCertificateIssuedToAnotherDeviceIsNamedByCheckConfigAndDoctor() throws {
+        let pki = try TestPKI()
+        let dir = temporaryDirectory()
+        let path = try config(dir, port: freePort(), pki: pki)
+        #expect(try runAgent(["check-config", path]).code == 0, "CN=busy for device busy")
+        try String(contentsOfFile: path, encoding: .utf8).replacingOccurrences(of: "device: busy", with: "device: p2-east")
+            .write(toFile: path, atomically: true, encoding: .utf8)
+        let r = try runAgent(["check-config", path])
+        #expect(r.code == 78, "\(r.err)")
+        #expect(r.err.contains("\(path):6:"), "at the tls line: \(r.err)")
+        #expect(r.err.contains("TLS certificate \(pki.deviceCert) is issued to CN=busy but the config's device is 'p2-east'"),
+                "\(r.err)")
+        #expect(r.err.contains("hint: use the certificate provisioned for p2-east"), "\(r.err)")
+        let doctor = try runAgent(["doctor", "--config", path], timeout: 60)
+        #expect(doctor.out.contains("is issued to CN=busy but the config's device is 'p2-east'"), "\(doctor.out)")
+    }
+
     /// Mutual TLS: the broker verifies the device's certificate, the device the broker's. With MQTT 5 the CONNECT
     /// carries the agent's maximum packet size, which libmosquitto 2.0 sends only from its blocking connect.
     @Test(arguments: ["3.1.1", "5"]) func eventsFlowOverMutualTLS(protocolVersion: String) throws {

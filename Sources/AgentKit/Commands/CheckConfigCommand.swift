@@ -8,8 +8,8 @@ enum CheckConfigCommand {
         name: "check-config", abstract: "Check a config file and list every problem in it.",
         discussion: """
             Prints each problem as FILE:LINE:COL with a hint, all at once, then checks the credentials and
-            TLS files it names as `run` would, and that the credentials' username is the device id (the
-            broker's ACL needs it). Run as root, it also checks that the service's user (parkwise, or
+            TLS files it names as `run` would, and that the credentials' username and the client certificate's
+            CN are the device id (the broker's ACL needs it). Run as root, it also checks that the service's user (parkwise, or
             $PARKWISE_AGENT_USER) may read the config and those files, and that the installed systemd unit
             (with its drop-ins) lets the service write outbox.path. With --spots, every spot id must be in
             that list (the backend's spots, one id a line, as `parkwise-bridge export-config --spot-list`
@@ -39,11 +39,7 @@ enum CheckConfigCommand {
         }
         do {
             let credentials = try LinkFiles.check(config.mqtt, configPath: path)
-            if let credentials, let file = config.mqtt.files.first(where: { $0.role == .credentials }) {
-                do { try credentials.checkUsername(device: config.device, path: file.path) } catch {
-                    issues.append(ConfigIssue(file: path, mark: file.mark, message: error.message, hint: error.hint))
-                }
-            }
+            issues += LinkFiles.identityIssues(config.mqtt.files, device: config.device, credentials: credentials, configPath: path)
         } catch {
             issues = error.issues + issues
         }

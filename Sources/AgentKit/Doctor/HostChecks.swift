@@ -20,9 +20,13 @@ enum HostChecks {
         }
         for file in config.mqtt.files {
             do {
-                _ = try LinkFiles.check(file)
+                let credentials = try LinkFiles.check(file)
                 steps.append(ProbeStep(.ok, "\(file.role.rawValue) \(file.path)",
                                        detail: file.isSecret ? "readable, by the agent's user only" : "readable"))
+                // The name the broker knows the board by must be its device id (its ACL lets a device write only there).
+                for issue in LinkFiles.identityIssues([file], device: config.device, credentials: credentials, configPath: "") {
+                    steps.append(ProbeStep(.failed, issue.message, fix: issue.hint))
+                }
                 if file.role == .ca || file.role == .cert {
                     let info = DurableFile.read(path: file.path).flatMap(CertificateInfo.pem)
                     steps.append(info.map { BrokerProbe.expiryStep($0, what: file.role.rawValue) }

@@ -1,5 +1,6 @@
 import ParkWiseCore
 import ServiceSetup
+import SystemIO
 import Uplink
 
 /// The credentials and TLS files a config names, checked as `run` needs them: `check-config` and `doctor` report
@@ -18,6 +19,26 @@ enum LinkFiles {
         }
         guard issues.isEmpty else { throw ConfigIssues(issues) }
         return credentials
+    }
+
+    /// Whether the names the broker knows the board by (the credentials' username, the client certificate's CN) are the
+    /// config's device id: the broker's ACL lets a device write only under its own name, so a mismatch costs every
+    /// event (refused with MQTT 5, acknowledged and dropped with 3.1.1). Each one that differs, at its file's line.
+    static func identityIssues(_ files: [LinkFile], device: String, credentials: Credentials?,
+                               configPath: String) -> [ConfigIssue] {
+        var issues: [ConfigIssue] = []
+        for file in files {
+            do {
+                switch file.role {
+                case .credentials: try credentials?.checkUsername(device: device, path: file.path)
+                case .cert: try DurableFile.read(path: file.path).flatMap(CertificateInfo.pem)?.checkCommonName(device: device, path: file.path)
+                case .ca, .key: break
+                }
+            } catch {
+                issues.append(ConfigIssue(file: configPath, mark: file.mark, message: error.message, hint: error.hint))
+            }
+        }
+        return issues
     }
 
     /// One file: readable, and private when it is a secret; the credentials when it is the credentials file.
