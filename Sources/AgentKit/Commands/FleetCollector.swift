@@ -3,13 +3,17 @@ import ParkWiseCLI
 import ParkWiseContract
 import Uplink
 
-/// `monitor --fleet SITE`: the site's retained statuses, gathered until the broker has sent them all (nothing new for
-/// `quiet` after the subscription), shown as the fleet table, one line a board.
+/// `monitor --fleet SITE`: the site's retained statuses, gathered until the broker has sent them all (no retained one
+/// for `quiet` after the subscription, and never longer than `collectAtMost`), shown as the fleet table, one line a
+/// board. A live status (not the broker's stored copy) updates its board but does not hold the table back: two boards
+/// sharing a device id publish one every second or so, and the table waited for a quiet second they never gave.
 enum FleetCollector {
     static func filter(_ site: String) -> String { "\(Topics.root)/\(site)/+/status" }
 
-    /// How long nothing new means the broker has sent every retained status.
+    /// How long no retained status means the broker has sent every one.
     static let quiet: Duration = .seconds(1)
+    /// The longest the table waits after the connection, whatever keeps coming.
+    static let collectAtMost: Duration = .seconds(5)
     /// How long to try the broker before giving up (exit 1).
     static let connectTimeout: Duration = .seconds(10)
 
@@ -41,25 +45,40 @@ enum FleetCollector {
         link.start()
         defer { link.stop() }
         var lastNews: ContinuousClock.Instant?
+        var connectedAt: ContinuousClock.Instant?
         var boards: [String: FleetBoard] = [:]
+        /// Per device, the runs (boot and start time) its online statuses came from while collecting: two means two
+        /// boards on one id.
+        var runs: [String: Set<String>] = [:]
         for await input in stream {
             switch input {
             case .uplink(.connected):
                 lastNews = clock.now
+                connectedAt = connectedAt ?? clock.now
                 wake(at: clock.now + quiet)
-            case .uplink(.message(let topic, let payload, _)):
+            case .uplink(.message(let topic, let payload, let retained)):
                 guard let (_, device, rest) = Topics.parse(topic), rest == ["status"] else { continue }
-                lastNews = clock.now
-                wake(at: clock.now + quiet)
-                guard !payload.isEmpty, let status = WireJSON.decode(StatusPayload.self, from: payload) else {
+                if retained {
+                    lastNews = clock.now
+                    wake(at: min(clock.now + quiet, (connectedAt ?? clock.now) + collectAtMost))
+                }
+                guard !payload.isEmpty, var status = WireJSON.decode(StatusPayload.self, from: payload) else {
                     boards[device] = nil   // a cleared retained status: the board was removed
                     continue
+                }
+                if status.state == "online", let boot = status.boot {
+                    runs[device, default: []].insert("boot \(boot) since \(status.since ?? "?")")
+                }
+                if let seen = runs[device], seen.count > 1, status.idConflict == nil {
+                    status.idConflict = "statuses of \(seen.sorted().joined(separator: " and ")) came within seconds: "
+                        + "two boards publish as this device"
                 }
                 boards[device] = FleetBoard(site: site, device: device, retained: status)
             case .uplink:
                 continue
             case .check:
-                if let lastNews, clock.now - lastNews >= quiet {
+                let waitedEnough = connectedAt.map { clock.now - $0 >= collectAtMost } ?? false
+                if let lastNews, clock.now - lastNews >= quiet || waitedEnough {
                     show(site: site, boards: Array(boards.values), staleAfter: staleAfter)
                     return ExitCode.success
                 }
