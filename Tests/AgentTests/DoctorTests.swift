@@ -158,6 +158,11 @@ import Testing
         #expect(code == 1, "\(output)")
         let publish = checks(report, section: "broker").first { ($0["title"] as? String)?.hasPrefix("publish") == true }
         #expect(publish?["status"] as? String == "failed" && (publish?["detail"] as? String)?.contains("0x87") == true, "\(output)")
+        // Which name is wrong, before the broker says it (issue 32).
+        let identity = checks(report, section: "device identity").first
+        #expect(identity?["status"] as? String == "failed"
+                && (identity?["title"] as? String)?.contains("has username=p3-west but the config's device is 'p2-east'") == true,
+                "\(output)")
         // (mosquitto 2.0 grants a subscription its acl_file will not deliver: the SUBACK cannot show that refusal.)
     }
 

@@ -96,6 +96,8 @@ enum DoctorCommand {
                                          + "\(CheckConfigCommand.count(config.inputs.count, "input")), \(CheckConfigCommand.count(config.mqtt.brokers.count, "broker"))")])
         add("credentials and TLS files", HostChecks.linkFiles(config))
         let filesOK = report.ok
+        // (Not a file problem: the broker checks below still run, and show what the broker does with the wrong name.)
+        if !config.mqtt.files.isEmpty { add("device identity", HostChecks.identity(config)) }
         let service = ServiceChecks.check(config, configPath: path)
         add("service", service.steps)
         add("board", BoardChecks.board(config))

@@ -20,13 +20,9 @@ enum HostChecks {
         }
         for file in config.mqtt.files {
             do {
-                let credentials = try LinkFiles.check(file)
+                _ = try LinkFiles.check(file)
                 steps.append(ProbeStep(.ok, "\(file.role.rawValue) \(file.path)",
                                        detail: file.isSecret ? "readable, by the agent's user only" : "readable"))
-                // The name the broker knows the board by must be its device id (its ACL lets a device write only there).
-                for issue in LinkFiles.identityIssues([file], device: config.device, credentials: credentials, configPath: "") {
-                    steps.append(ProbeStep(.failed, issue.message, fix: issue.hint))
-                }
                 if file.role == .ca || file.role == .cert {
                     let info = DurableFile.read(path: file.path).flatMap(CertificateInfo.pem)
                     steps.append(info.map { BrokerProbe.expiryStep($0, what: file.role.rawValue) }
@@ -38,6 +34,18 @@ enum HostChecks {
             }
         }
         return steps
+    }
+
+    /// The names the broker knows the board by (the credentials' username, the client certificate's CN) against its
+    /// device id: the broker's ACL lets a device write only under its own name. Only files this user can read.
+    static func identity(_ config: AgentConfig) -> [ProbeStep] {
+        let credentials = config.mqtt.files.lazy.filter { $0.role == .credentials }.compactMap { try? LinkFiles.check($0) }.first
+        let issues = LinkFiles.identityIssues(config.mqtt.files, device: config.device, credentials: credentials, configPath: "")
+        guard !issues.isEmpty else {
+            return [ProbeStep(.ok, "the broker knows this board as \(config.device)",
+                              detail: "the credentials' username and the certificate's CN, where they can be read here")]
+        }
+        return issues.map { ProbeStep(.failed, $0.message, fix: $0.hint) }
     }
 
     static func clock() -> [ProbeStep] {
