@@ -37,8 +37,9 @@ private func offer(rate: Int, seconds: Double, grouped: Bool, window: Int32, por
                                 clientID: "bench-sustained", keepaliveSeconds: 30, will: nil, subscriptions: [])
     settings.inFlightMaximum = window
     let link = MQTTLink(settings: settings) { continuation.yield(.uplink($0)) }
-    let session = UplinkSession(link: link, topics: Topics(site: "bench", device: "d2"), outbox: outbox,
-                                birth: StatusPayload(state: "online"))
+    let uplink = BenchUplink(session: UplinkSession(link: link, topics: Topics(site: "bench", device: "d2"), outbox: outbox,
+                                                    birth: StatusPayload(state: "online")), capacity: 200)
+    let session = uplink.session
     link.start()
     let reads = Task {
         while !Task.isCancelled {
@@ -52,7 +53,7 @@ private func offer(rate: Int, seconds: Double, grouped: Bool, window: Int32, por
     for await input in stream {
         switch input {
         case .uplink(let event):
-            session.handle(event)
+            uplink.handle(event)
             if case .connected = event, started == 0 { started = now() }
         case .read:
             guard started > 0 else { continue }
@@ -64,9 +65,9 @@ private func offer(rate: Int, seconds: Double, grouped: Bool, window: Int32, por
                 batch.append(benchEntry(seq))
             }
             if grouped {
-                dropped += session.accept(batch, sparing: []).count
+                dropped += uplink.accept(batch)
             } else {
-                for entry in batch { dropped += session.accept([entry], sparing: []).count }
+                for entry in batch { dropped += uplink.accept([entry]) }
             }
             if offered == total && (session.outboxCount == 0 || now() - started > seconds + 10) {
                 reads.cancel()

@@ -27,15 +27,17 @@ func uplinkBench(port: Int, directory: String) async {
     let link = MQTTLink(settings: LinkSettings(brokers: [.init(host: "127.0.0.1", port: port, tls: false)],
                                                clientID: "bench", keepaliveSeconds: 30, will: nil, subscriptions: []))
     { continuation.yield($0) }
-    let session = UplinkSession(link: link, topics: topics, outbox: outbox, birth: StatusPayload(state: "online"))
-    for seq in 1...200 { session.accept([entry(UInt64(seq))], sparing: []) }
+    let uplink = BenchUplink(session: UplinkSession(link: link, topics: topics, outbox: outbox,
+                                                    birth: StatusPayload(state: "online")), capacity: 200)
+    let session = uplink.session
+    for seq in 1...200 { uplink.accept([entry(UInt64(seq))]) }
     link.start()
     var connectedAt = 0.0
     var next: UInt64 = 201
     var sustainedStart = 0.0
     let sustained = 5000
     for await event in stream {
-        session.handle(event)
+        uplink.handle(event)
         if case .connected = event { connectedAt = now() }
         if connectedAt > 0 && sustainedStart == 0 && session.outboxCount == 0 {
             print("drain of 200 buffered events (birth + replay + all PUBACKs): \(Int((now() - connectedAt) * 1000)) ms")
@@ -44,7 +46,7 @@ func uplinkBench(port: Int, directory: String) async {
         if sustainedStart > 0 {
             // Keep 50 events in flight, each written to the outbox with fsync before it is sent.
             while next < 201 + UInt64(sustained) && session.outboxCount < 50 {
-                session.accept([entry(next)], sparing: [])
+                uplink.accept([entry(next)])
                 next += 1
             }
             if next == 201 + UInt64(sustained) && session.outboxCount == 0 {

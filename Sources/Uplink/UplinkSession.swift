@@ -1,14 +1,15 @@
+import Delivery
 import ParkWiseContract
 import ParkWiseLog
 
-/// The device's MQTT session: on every connection, birth (status online), then every retained
-/// state, then the outbox in `seq` order, and only then new events. Owned by the agent's event
-/// loop (one thread at a time); the link does the network I/O.
+/// The device's MQTT session on the wire, and the outbox file: on every connection, birth (status online), then every
+/// retained state; events and the announcement go out when the delivery core says (`DeliveryCore`'s `send`
+/// effects, carried out by `send(_:replayed:)`), and its answers come back from `handle(_:)` as the core's inputs.
+/// Owned by the agent's event loop (one thread at a time); the link does the network I/O.
 ///
-/// Bounded: at most `window` events are handed to the link unacknowledged (the rest wait in the outbox, which
-/// is bounded, and follow as PUBACKs come), and at most one publish per retained state topic in libmosquitto's queue
-/// (a newer state waits until the one before is written, and only the latest is sent): a slow broker never grows
-/// libmosquitto's queue.
+/// Bounded: the core hands at most its window of events unacknowledged, and at most one publish per retained state
+/// topic is in libmosquitto's queue (a newer state waits until the one before is written, and only the latest is
+/// sent): a slow broker never grows libmosquitto's queue.
 public final class UplinkSession {
     enum Sent { case event(UInt64), announcement(UInt64), state(String), status, reply }
 
@@ -23,49 +24,36 @@ public final class UplinkSession {
     private var connection: UInt64?
     private var inFlight: [Int32: Sent] = [:]
     private var offlineStatusAcked = false
-    private let window: Int
-    /// Events in `inFlight`.
-    private var eventsInFlight = 0
-    /// The highest seq handed to the link on this connection (events go out in seq order).
-    private var sentUpTo: UInt64 = 0
-    /// Events pending when this connection came up are sent marked `replayed`.
-    private var replayUpTo: UInt64 = 0
-    private var announcementSent = false
     /// Retained state topics with a publish not yet written to the socket, and those with a newer state waiting for it.
     private var statesInFlight: Set<String> = []
     private var statesWaiting: Set<String> = []
     /// An outage that overflows the outbox: one log line per streak, not per event dropped.
     private var drops = LogStreak(.warn, "outbox full, events dropped", ended: "outbox no longer full")
-    /// Events the broker refused (MQTT 5 PUBACK reason 0x80 or more), kept in the outbox: sent again after
-    /// `retryRefused()`. One log line per streak; it ends when the broker acknowledges an event again.
-    private var refusedSeqs: Set<UInt64> = []
+    /// Publishes the broker refused (MQTT 5 PUBACK reason 0x80 or more; the core keeps their events): one log line
+    /// per streak, ended when the broker acknowledges an event again.
     private var refusals = LogStreak(.error, "broker refused events, kept in the outbox",
                                      ended: "broker acknowledges events again")
 
-    /// What the broker refused, if it refuses now: its words and the first seq it refused. Events wait (states and
-    /// the status still go) until `retryRefused()`; an event acknowledged after that ends it.
-    public private(set) var refusal: (reason: String, firstSeq: UInt64)?
-    /// Refused events wait for `retryRefused()` (the caller's backoff).
-    public private(set) var refusalWaits = false
-
-    /// Sends the refused events again (and what waited behind them), after the caller's backoff.
-    public func retryRefused() {
-        guard refusalWaits else { return }
-        refusalWaits = false
-        pump()
+    /// Says a refusal (one line per streak) and when the refused events go again.
+    public func noteRefusal(_ reason: String, seq: UInt64) {
+        refusals.occurred(1, ["reason": reason, "seq": seq, "topic": topics.events, "hint": Self.refusalHint])
     }
+
+    public func refusalEnded() { refusals.ended() }
 
     /// What a technician does about a refused publish.
     public static let refusalHint = "the broker's ACL does not let this device write its topic: check that device: in the "
         + "config is the name the broker knows it by (its certificate's CN, or its credentials' username), and the ACL"
 
-    public init(link: MQTTLink, topics: Topics, outbox: any Outbox, birth: StatusPayload, window: Int = 100) {
+    public init(link: MQTTLink, topics: Topics, outbox: any Outbox, birth: StatusPayload) {
         self.link = link
         self.topics = topics
         self.outbox = outbox
         self.birth = birth
-        self.window = max(1, window)
     }
+
+    /// Events handed to the link unacknowledged, at most (the delivery core's window).
+    public static let window = 100
 
     public var isConnected: Bool { connection != nil }
     public var outboxCount: Int { outbox.count }
@@ -91,11 +79,6 @@ public final class UplinkSession {
     /// Events loaded at start that an announcement already declared: never sent (see `Outbox.discard`).
     public func discardLoaded(_ seqs: [UInt64]) { note(outbox.discard(seqs)) }
 
-    /// Told each time an event is handed to the link (it may reach the broker from then on) and acknowledged: the
-    /// delivery ledger's view of what may have arrived.
-    public var eventHanded: (UInt64) -> Void = { _ in }
-    public var eventAcknowledged: (UInt64) -> Void = { _ in }
-
     /// Writes down what the outbox's disk does not have yet: when no event came to take it along for a while, to
     /// try a failed disk again, and at the stop.
     public func writeOutboxChanges() {
@@ -111,84 +94,42 @@ public final class UplinkSession {
         publish(topic: topics.status, payload: birthOnWire, retain: true, as: .state(topics.status))
     }
 
-    /// Takes a batch of events into the outbox (one sync for all), and sends them at once when the
-    /// link is up. Returns the events the full outbox gave up for them (the caller declares them): never one of
-    /// `sparing` (the delivery ledger's: every event that may have reached the broker).
-    @discardableResult
-    public func accept(_ batch: [OutboxEntry], sparing: @autoclosure () -> Set<UInt64>) -> [OutboxEntry] {
-        guard !batch.isEmpty else { return [] }
-        // (Gathered only when the outbox overflows.)
-        let full = outbox.count + batch.count > outbox.capacity
-        let (lost, failure) = outbox.append(batch, sparing: full ? sparing() : [])
+    /// Stores a batch of events in the outbox (one sync for all). Returns the seqs the full outbox gave up for them
+    /// (never one of `sparing`, the delivery core's: every event that may have reached the broker) and whether the
+    /// disk took the write. Nothing is sent here: the core hands events once it knows them stored.
+    public func store(_ batch: [OutboxEntry], sparing: Set<UInt64>) -> (dropped: [UInt64], recorded: Bool) {
+        guard !batch.isEmpty else { return ([], outboxProblem == nil) }
+        let (lost, failure) = outbox.append(batch, sparing: sparing)
         note(failure)
         if lost.isEmpty {
             drops.ended()
         } else {
             drops.occurred(lost.count, ["first_seq": lost[0].event.seq, "last_seq": lost[lost.count - 1].event.seq])
         }
-        pump()
-        return lost
+        return (lost.map(\.event.seq), failure == nil)
     }
 
-    /// Events above this seq wait: the disk holds no reservation for them yet, and a crash would have the next run
-    /// send their seqs again (see the agent's `DeviceState.durable`).
-    public private(set) var sendableUpTo: UInt64 = .max
-
-    /// Raising the limit sends what waited for it.
-    public func allowSending(upTo seq: UInt64) {
-        let raised = seq > sendableUpTo
-        sendableUpTo = seq
-        if raised { pump() }
+    /// The broker acknowledged the event: it leaves the outbox.
+    public func remove(_ seq: UInt64) {
+        outbox.remove(seq: seq)
+        if outbox.count < outbox.capacity { drops.ended() }
     }
 
-    /// Hands the link the outbox's next events in seq order (the announcement in its place), while fewer than
-    /// `window` are unacknowledged and up to `sendableUpTo`.
-    private func pump() {
-        guard connection != nil, !refusalWaits else { return }
-        if !refusedSeqs.isEmpty {
-            // Refused ones first, in seq order (they lie below what was sent since).
-            for entry in outbox.pending where refusedSeqs.contains(entry.event.seq) {
-                guard eventsInFlight < window else { return }
-                refusedSeqs.remove(entry.event.seq)
-                if send(entry, as: .event(entry.event.seq)) {
-                    eventsInFlight += 1
-                }
-            }
-            refusedSeqs.removeAll()   // (those no longer in the outbox)
-        }
-        for entry in outbox.pending where entry.event.seq > sentUpTo {
-            if let announcement, !announcementSent, announcement.event.seq < entry.event.seq,
-               announcement.event.seq <= sendableUpTo {
-                sendAnnouncement(announcement)
-            }
-            guard entry.event.seq <= sendableUpTo else { return }
-            guard eventsInFlight < window else { return }
-            sentUpTo = entry.event.seq
-            if send(entry, as: .event(entry.event.seq)) {
-                eventsInFlight += 1
-                eventHanded(entry.event.seq)
-            }
-        }
-        if let announcement, !announcementSent, announcement.event.seq <= sendableUpTo { sendAnnouncement(announcement) }
+    /// Publishes the outbox's event with this seq (the delivery core's `send`); false if it is not there or the
+    /// connection is gone (its disconnect follows).
+    @discardableResult
+    public func send(_ seq: UInt64, replayed: Bool) -> Bool {
+        guard let entry = outbox.entry(seq: seq) else { return false }
+        return send(entry, replayed: replayed, as: .event(seq))
     }
 
-    private func sendAnnouncement(_ entry: OutboxEntry) {
-        guard !refusalWaits else { return }
-        announcementSent = true
-        send(entry, as: .announcement(entry.event.seq))
+    /// Publishes the announcement of dropped events (the core's `sendAnnouncement`). It stays out of the outbox (a
+    /// full outbox must not drop events to announce drops); the caller keeps it on disk until the broker acknowledges
+    /// it, and it is sent again, same id and seq, on every connection until then.
+    @discardableResult
+    public func sendAnnouncement(_ entry: OutboxEntry, replayed: Bool) -> Bool {
+        send(entry, replayed: replayed, as: .announcement(entry.event.seq))
     }
-
-    /// An event declaring dropped events. It stays out of the outbox (a full outbox must not drop
-    /// events to announce drops); the caller keeps it on disk until `acknowledgedAnnouncement`
-    /// says the broker has it, and it is sent again, same id and seq, on every connection until then.
-    public func announce(_ entry: OutboxEntry) {
-        announcement = entry
-        announcementSent = false
-        pump()
-    }
-
-    private var announcement: OutboxEntry?
-    public private(set) var acknowledgedAnnouncement: UInt64?
 
     /// What is wrong with the outbox's disk now (nil: nothing). Changes are logged once.
     public private(set) var outboxProblem: String?
@@ -235,7 +176,9 @@ public final class UplinkSession {
         if publish(topic: topic, payload: retained[topic]!, qos: 0, retain: true, as: .state(topic)) { statesInFlight.insert(topic) }
     }
 
-    public func handle(_ event: UplinkEvent) {
+    /// Takes the link's event; returns what it means for the delivery core (nil: nothing): a connection up or down,
+    /// and the broker's answer to an event or an announcement sent on this connection.
+    public func handle(_ event: UplinkEvent) -> DeliveryCore.Input? {
         switch event {
         case .connected(_, let number):
             connection = number
@@ -243,28 +186,19 @@ public final class UplinkSession {
             rebirth()
             let backlog = outbox.pending
             if !backlog.isEmpty { Log.info("outbox replay", ["events": backlog.count, "first_seq": backlog[0].event.seq]) }
-            // The announcement of dropped events takes its place in seq order.
-            replayUpTo = max(backlog.last?.event.seq ?? 0, announcement?.event.seq ?? 0)
-            pump()
+            return .connected
         case .disconnected(let number, _):
-            if connection == number {
-                connection = nil
-                forgetInFlight()
-            }
+            guard connection == number else { return nil }
+            connection = nil
+            forgetInFlight()
+            return .disconnected
         case .acknowledged(let mid, let number):
-            guard connection == number, let sent = inFlight.removeValue(forKey: mid) else { return }
+            guard connection == number, let sent = inFlight.removeValue(forKey: mid) else { return nil }
             switch sent {
             case .event(let seq):
-                eventsInFlight -= 1
-                outbox.remove(seq: seq)
-                eventAcknowledged(seq)
-                if outbox.count < outbox.capacity { drops.ended() }
-                endRefusal()
-                pump()
+                return .acknowledged(seq)
             case .announcement(let seq):
-                if announcement?.event.seq == seq { announcement = nil }
-                acknowledgedAnnouncement = seq
-                endRefusal()
+                return .announcementAcknowledged(seq)
             case .status:
                 offlineStatusAcked = true
             case .reply:
@@ -273,18 +207,16 @@ public final class UplinkSession {
                 guard statesInFlight.remove(topic) != nil else { break }
                 if statesWaiting.remove(topic) != nil { publishState(topic) }
             }
+            return nil
         case .refused(let mid, let number, let code):
-            guard connection == number, let sent = inFlight.removeValue(forKey: mid) else { return }
+            guard connection == number, let sent = inFlight.removeValue(forKey: mid) else { return nil }
             let reason = "\(MosquittoConnection.describeReason(code)) (reason code 0x\(String(code, radix: 16)))"
             switch sent {
             case .event(let seq):
-                // Not delivered: the event stays in the outbox, and is sent again after the caller's backoff.
-                eventsInFlight -= 1
-                refusedSeqs.insert(seq)
-                noteRefusal(reason, seq: seq)
+                // Not delivered: the event stays in the outbox, and is sent again after the core's backoff.
+                return .refused(seq, reason: reason)
             case .announcement(let seq):
-                announcementSent = false
-                noteRefusal(reason, seq: seq)
+                return .announcementRefused(seq, reason: reason)
             case .status:
                 // (A clean stop's offline: the broker will not keep it; the stop need not wait for it.)
                 offlineStatusAcked = true
@@ -293,21 +225,10 @@ public final class UplinkSession {
             case .state(let topic):
                 statesInFlight.remove(topic)
             }
+            return nil
         case .message, .oversized, .contested:
-            break
+            return nil
         }
-    }
-
-    private func noteRefusal(_ reason: String, seq: UInt64) {
-        if refusal == nil { refusal = (reason, seq) }
-        refusalWaits = true
-        refusals.occurred(1, ["reason": reason, "seq": seq, "topic": topics.events, "hint": Self.refusalHint])
-    }
-
-    private func endRefusal() {
-        guard refusal != nil else { return }
-        refusal = nil
-        refusals.ended()
     }
 
     /// Status online, then every retained state: what a backend needs to rebuild the truth.
@@ -319,12 +240,6 @@ public final class UplinkSession {
     /// A new connection (or none): nothing sent on the old one counts.
     private func forgetInFlight() {
         inFlight.removeAll()
-        eventsInFlight = 0
-        refusedSeqs.removeAll()   // a new connection sends the whole outbox again
-        refusalWaits = false
-        sentUpTo = 0
-        replayUpTo = 0
-        announcementSent = false
         statesInFlight.removeAll()
         statesWaiting.removeAll()
         repliesInFlight = 0
@@ -358,23 +273,13 @@ public final class UplinkSession {
     public var canReply: Bool { repliesInFlight < Self.replyWindow }
 
     public var offlineAcknowledged: Bool { offlineStatusAcked }
-    /// Nothing sent is waiting for its PUBACK, and nothing in the outbox that may be sent waits to be (events held
-    /// for a seq reservation may not).
-    public var everythingAcknowledged: Bool { inFlight.isEmpty && min(outbox.pending.last?.event.seq ?? 0, sendableUpTo) <= sentUpTo }
-
-    /// Events waiting for a seq reservation on disk (see `sendableUpTo`), a drop announcement among them, and the
-    /// lowest of their seqs.
-    public var held: (count: Int, firstSeq: UInt64?) {
-        var seqs = outbox.pending.map(\.event.seq).filter { $0 > sendableUpTo }
-        if let announcement, !announcementSent, announcement.event.seq > sendableUpTo { seqs.append(announcement.event.seq) }
-        return (seqs.count, seqs.min())
-    }
+    /// Nothing sent on this connection (events, states, replies, the status) waits for its PUBACK.
+    public var nothingInFlight: Bool { inFlight.isEmpty }
 
     /// The event's bytes as encoded when it was stamped; a replayed one (sent again after a reconnect) says so.
-    @discardableResult
-    private func send(_ entry: OutboxEntry, as sent: Sent) -> Bool {
+    private func send(_ entry: OutboxEntry, replayed: Bool, as sent: Sent) -> Bool {
         var payload = entry.wire
-        if entry.event.seq <= replayUpTo {
+        if replayed {
             var event = entry.event
             event.replayed = true
             payload = WireJSON.encode(event)

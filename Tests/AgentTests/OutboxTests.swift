@@ -2,6 +2,7 @@ import Foundation
 import TestSupport
 import ParkWiseContract
 import Testing
+import Delivery
 import Uplink
 
 /// An outbox entry for a spot or lane event with sequence number `seq`.
@@ -136,6 +137,48 @@ func pendingOnDisk(_ path: String) -> (pending: [UInt64], records: Int) {
         let (reopened, _) = try DurableOutbox.open(directory: dir, capacity: 200)
         #expect(reopened.pending.map(\.event.seq) == [5], "acknowledged events are not sent again")
         #expect(reopened.acknowledgedAtOpen == [1, 2, 3, 4])
+    }
+
+    /// A compacted file cut at any record boundary (a disk that lost its tail) leaves no seq it held silently gone:
+    /// the floor record, which vouches for every seq below it, is the rewrite's last, so a cut that loses an event's
+    /// record loses the floor with it, and the start declares everything above what is left. (Written first, as it
+    /// was, a cut after it lost the pending events' records while the floor still said their seqs were accounted for.)
+    @Test func aCompactedFileCutAnywhereLosesNoSeqSilently() throws {
+        let dir = temporaryDirectory().path
+        let log = dir + "/outbox.log"
+        do {
+            let (outbox, _) = try DurableOutbox.open(directory: dir, capacity: 3)
+            for seq in 1...4 { #expect(outbox.append(entry(UInt64(seq), spot: "P2-A-0\(seq)")).failure == nil) }
+            outbox.remove(seq: 2)
+            #expect(outbox.append([entry(5, spot: "P2-A-05"), entry(6, spot: "P2-A-06")], sparing: [3]).failure == nil)
+            #expect(outbox.replaceAll(outbox.pending) == nil)   // the compaction's rewrite
+        }
+        let whole = try Data(contentsOf: URL(fileURLWithPath: log))
+        let (full, _) = try DurableOutbox.open(directory: dir, capacity: 3)
+        let held = Set(full.pending.map(\.event.seq))
+        let dropped = SeqRuns(full.lostAtOpen)
+        #expect(full.highestSeq == 6)
+        // Every record boundary of the rewritten file.
+        var boundaries: [Int] = [0]
+        var offset = 0
+        let bytes = [UInt8](whole)
+        while offset + 8 <= bytes.count {
+            let length = Int(bytes[offset]) | Int(bytes[offset + 1]) << 8 | Int(bytes[offset + 2]) << 16 | Int(bytes[offset + 3]) << 24
+            guard length > 0, offset + 8 + length <= bytes.count else { break }
+            offset += 8 + length
+            boundaries.append(offset)
+        }
+        #expect(boundaries.count >= 4, "floor, drop and adds: \(boundaries)")
+        for cut in boundaries {
+            try whole.prefix(cut).write(to: URL(fileURLWithPath: log))
+            let (reopened, _) = try DurableOutbox.open(directory: dir, capacity: 3)
+            let pending = Set(reopened.pending.map(\.event.seq))
+            let lost = SeqRuns(reopened.lostAtOpen)
+            for seq in held.union(dropped.ranges.flatMap { Array($0) }) where seq <= reopened.highestSeq {
+                #expect(pending.contains(seq) || lost.contains(seq),
+                        "cut at \(cut): seq \(seq) lies below the floor \(reopened.highestSeq), neither pending nor declared")
+            }
+        }
     }
 
     /// A write that fails (a full disk) leaves the events in memory and the outbox degraded: the next write, whatever

@@ -7,17 +7,26 @@ import ParkWiseLog
 import ServiceSetup
 import Uplink
 
-/// What the delivery ledger decides, carried out: state file, announcements, floor and drop records.
+/// What the delivery core decides, carried out: state file, announcements, floor and drop records, publishes.
 extension AgentRuntime {
-    // MARK: - Delivery (the ledger decides, these carry it out)
+    // MARK: - Delivery (the core decides, these carry it out)
 
-    /// Carries out what the delivery ledger asks, feeding back what came of it.
-    func perform(_ actions: [DeliveryLedger.Action]) {
-        for action in actions {
-            switch action {
+    /// Tells the core what happened, then carries out what it decided.
+    func deliver(_ input: DeliveryCore.Input) {
+        // The announcement the broker has leaves the state file with the save this decides.
+        if case .announcementAcknowledged(let seq) = input, announcement?.event.seq == seq { announcement = nil }
+        core.handle(input, at: realNow())
+        drain()
+    }
+
+    /// Carries out the core's effects in the order it decided them, one at a time: an outcome goes back to the core as
+    /// an input, whose effects join the same queue (no recursion: an effect never runs inside another).
+    func drain() {
+        while let effect = core.nextEffect() {
+            switch effect {
             case .saveState:
                 saveState()
-            case .announce(let seqs):
+            case .stampAnnouncement(let seqs):
                 // Declares the events a full outbox gave up (or a start found unaccounted for), so the backend sees a
                 // gap it can explain: one announcement at a time, kept on disk until the broker acknowledges it.
                 guard stamper.state.seqsLeft > 0 else { continue }
@@ -30,21 +39,24 @@ extension AgentRuntime {
                     $0.lastSeq = seqs.upperBound
                 }
                 announcement = entry
-                perform(delivery.announcing(seqs, seq: entry.event.seq))
+                core.handle(.announcementStamped(seqs: seqs, seq: entry.event.seq), at: realNow())
             case .writeFloor(let seq):
-                if session.recordOutboxFloor(seq) {
-                    floorWanted = nil
-                    perform(delivery.floorWritten(seq))
-                } else {
-                    floorWanted = seq   // tried again once the outbox writes again
-                }
-            case .handAnnouncement(let seq):
+                // Refused: tried again once the outbox writes again.
+                core.handle(session.recordOutboxFloor(seq) ? .floorWritten(seq) : .floorRefused(seq), at: realNow())
+            case .sendAnnouncement(let seq, let replayed):
                 guard let announcement, announcement.event.seq == seq else { continue }
-                session.allowSending(upTo: stamper.state.durable)
-                session.announce(announcement)
+                session.sendAnnouncement(announcement, replayed: replayed)
+            case .send(let seq, let replayed):
+                session.send(seq, replayed: replayed)
+            case .remove(let seq):
+                session.remove(seq)
+            case .refused(let seq, let reason, _):
+                session.noteRefusal(reason, seq: seq)
+            case .refusalEnded:
+                session.refusalEnded()
             case .releaseDropRecords(let seqs):
                 session.outboxDropsAnnounced(seqs)
-            case .discardPending(let seqs):
+            case .discard(let seqs):
                 Log.warn("events already declared dropped by an announcement, not sent", ["events": seqs.count,
                                                                                           "first_seq": seqs.min() ?? 0])
                 session.discardLoaded(seqs)
@@ -52,10 +64,12 @@ extension AgentRuntime {
         }
     }
 
-    /// Saves the state file with the ledger's declarations as they are now; once it holds them, the ledger is told.
+    /// Saves the state file with the core's declarations as they are now; once it holds them, the core is told, and
+    /// so is how far the seq reservation on disk lets events go (the caller drains what that decides).
     func saveState() {
-        stamper.state.setDeclarations(delivery.unannounced, announcement: announcement)
+        stamper.state.setDeclarations(core.ledger.unannounced, announcement: announcement)
         stamper.state.save()
-        if stamper.state.isSaved { perform(delivery.stateSaved()) }
+        if stamper.state.isSaved { core.handle(.stateSaved, at: realNow()) }
+        core.handle(.sendable(upTo: stamper.state.durable), at: realNow())
     }
 }

@@ -19,7 +19,7 @@ extension AgentRuntime {
         let outermost = stamper.wallOffset == nil
         if outermost { stamper.wallOffset = clock.wallOffsetNow() }
         defer { if outermost { stamper.wallOffset = nil } }
-        stamper.state.settled = delivery.settled
+        stamper.state.settled = core.settled
         // In seq order (device events were stamped when they happened, before this batch's garage events).
         let room = Int(clamping: stamper.state.seqsLeft)
         if events.count > room {
@@ -34,10 +34,13 @@ extension AgentRuntime {
         tracker.note(entries)
         stamper.state.setLaneCounts(inGarage { $0.laneCounts })
         saveState()
-        session.allowSending(upTo: stamper.state.durable)
+        drain()
         for entry in entries { Log.debug("event", ["type": entry.event.type, "seq": entry.event.seq]) }
-        let lost = session.accept(entries, sparing: delivery.sparing).map(\.event.seq)
-        perform(delivery.accepted(entries.map(\.event.seq), dropped: lost, recorded: session.outboxProblem == nil))
+        if !entries.isEmpty {
+            // Stored first (one sync), then handed by the core: an event is handed only once the core knows it stored.
+            let (lost, recorded) = session.store(entries, sparing: core.sparing(adding: entries.count))
+            deliver(.stored(seqs: entries.map(\.event.seq), dropped: lost, recorded: recorded))
+        }
         if session.outboxProblem != announcedProblem {
             if let problem = session.outboxProblem {
                 deviceEvent("outbox.fault") { $0.reason = problem }
@@ -109,7 +112,7 @@ extension AgentRuntime {
 
     /// The events a reservation on disk now covers (held while the disk refused one), then the states that changed.
     func publishChangedStates() {
-        session.allowSending(upTo: stamper.state.durable)
+        deliver(.sendable(upTo: stamper.state.durable))
         // A spot's state names the newest event it includes (its seq): while events wait for a reservation on disk,
         // the states wait with them, or a crash now would leave the broker a state ahead of every seq sent again.
         statesHeld = stamper.state.awaitingReservation

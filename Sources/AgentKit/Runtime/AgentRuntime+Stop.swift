@@ -39,8 +39,9 @@ extension AgentRuntime {
                 statusInbox.answer { statusSnapshot.build() }
                 switch input {
                 case .uplink(let event):
-                    session.handle(event)
-                    if !session.isConnected || (session.offlineAcknowledged && session.everythingAcknowledged) { break waiting }
+                    if let input = session.handle(event) { deliver(input) }
+                    if !session.isConnected
+                        || (session.offlineAcknowledged && session.nothingInFlight && core.everythingAcknowledged) { break waiting }
                 case .lines, .tick, .sourceFinished, .stop, .housekeeping, .inputLost, .statusDue, .statusRequested:
                     continue
                 }
@@ -55,13 +56,13 @@ extension AgentRuntime {
         while let input = inbox.next(until: 0) { if case .uplink(.message) = input { unanswered += 1 } }
         if unanswered > 0 { Log.info("commands left unanswered at the stop", ["commands": unanswered]) }
         session.writeOutboxChanges()
-        let held = session.held
+        let held = core.held
         if let first = held.firstSeq {
             Log.error("events left unsent at the stop, no seq reservation on disk covers them",
                       ["events": held.count, "first_seq": first])
         }
         link.stop()
-        stamper.state.settled = delivery.settled
+        stamper.state.settled = core.settled
         stamper.state.stoppedCleanly()
         Log.info("stopped", ["outbox": session.outboxCount, "exit": exitCode])
         return exitCode

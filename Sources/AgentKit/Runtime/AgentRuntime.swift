@@ -42,12 +42,11 @@ final class AgentRuntime: @unchecked Sendable {
     let spotTopics: [String]
     let levelTopics: [String]
     let session: UplinkSession
-    /// The delivery promise: what is pending, handed, declared and announced (see `DeliveryLedger`).
-    var delivery: DeliveryLedger
+    /// The delivery promise and the event window: what is pending, handed, in flight, declared and announced, and
+    /// what to do about it (see `DeliveryCore`; its effects are carried out by `drain()`).
+    var core: DeliveryCore
     /// The announcement under way (kept in the state file until the broker acknowledges it).
     var announcement: OutboxEntry?
-    /// An announcement's seq whose floor the outbox's disk refused: written again before the announcement goes out.
-    var floorWanted: UInt64?
     let link: MQTTLink
     let inbox = Inbox()
     var events: [GarageEvent] = []
@@ -154,17 +153,15 @@ final class AgentRuntime: @unchecked Sendable {
         disk.top = stamper.state.seq
         // Whatever the outbox lost, and whatever seqs the last run may have used that nothing accounts for (a crash, a
         // lost file), is declared: a gap in seq is never silent, and a declared seq is never one that may arrive.
-        delivery = DeliveryLedger(start: disk)
-        for range in delivery.newlyDeclared {
+        core = DeliveryCore(start: disk, window: UplinkSession.window, capacity: outbox.capacity)
+        for range in core.ledger.newlyDeclared {
             Log.warn("seqs of the last run unaccounted for, declared dropped", ["first_seq": range.lowerBound, "last_seq": range.upperBound])
         }
         session = UplinkSession(link: link, topics: topics, outbox: outbox, birth: birth)
-        session.eventHanded = { [unowned self] in delivery.handed($0) }
-        session.eventAcknowledged = { [unowned self] in delivery.acknowledged($0) }
         // What the start found lost is on disk before anything else happens: the outbox may already have moved a
         // damaged file aside, and a power cut now must not take the only record of those seqs with it.
         announcement = stamper.state.announcement
-        perform(delivery.startActions)
+        drain()
         stamper.state.save()
         // Connecting (name lookup, TCP, TLS, CONNACK) overlaps the rest of the start: `boot` is on disk by now, and
         // the link's events wait in the inbox until the loop runs.
@@ -256,10 +253,7 @@ final class AgentRuntime: @unchecked Sendable {
                     deadlines.reservation = nil
                     if stamper.state.reservationDue { stamper.state.reserveAhead() } else { saveState() }
                 }
-                if let due = deadlines.refusedPublish, due <= realNow() {
-                    deadlines.refusedPublish = nil
-                    session.retryRefused()
-                }
+                if let due = deadlines.refusedPublish, due <= realNow() { deliver(.time) }
                 if let due = deadlines.watchdog, let every = options.service.watchdogInterval, due <= realNow() {
                     options.service.alive()   // the watchdog is fed by the event loop itself
                     deadlines.watchdog = realNow() + every.nanosecondCount
@@ -273,33 +267,22 @@ final class AgentRuntime: @unchecked Sendable {
                 }
             case .uplink(let event):
                 noteForStatus(event)
-                session.handle(event)
+                // The session says what the event means for delivery (a connection, the broker's answer to an event):
+                // the core decides what follows (a refused event is kept and sent again after a wait doubling up to
+                // 64 s, never in a loop).
+                if let input = session.handle(event) { deliver(input) }
                 switch event {
                 case .message(let topic, let payload, let retained): command(topic: topic, payload: payload, retained: retained)
                 case .oversized(let topic, let bytes, let retained): command(topic: topic, payload: [], retained: retained, oversized: bytes)
-                case .contested: break   // in the status (`noteForStatus`)
+                case .contested, .refused: break   // in the status (`noteForStatus`); the core keeps refused events
+                case .disconnected: break   // waiting commands wait for the next connection, to be answered there
                 case .connected:
-                    perform(delivery.linkUp())
                     answerWaitingCommands()
-                case .disconnected:
-                    delivery.linkDown()   // waiting commands wait for the next connection, to be answered there
-                    deadlines.refusedPublish = nil   // the next connection sends everything again
-                case .refused:
-                    // Not delivered: kept, and sent again after a wait doubling up to 64 s (never in a loop).
-                    if session.refusalWaits && deadlines.refusedPublish == nil {
-                        deadlines.refusedPublish = realNow() + refusalRetryWait.nanosecondCount
-                        refusalRetryWait = min(refusalRetryWait * 2, AgentRuntime.outboxRetryLongest)
-                    }
                 case .acknowledged:
                     answerWaitingCommands()
-                    if session.refusal == nil { refusalRetryWait = AgentRuntime.outboxWriteWait }
-                    if let seq = session.acknowledgedAnnouncement, announcement?.event.seq == seq {
-                        announcement = nil
-                        perform(delivery.announcementAcknowledged(seq))
-                    }
                     // While the outbox cannot write, the sequence ledger (which can) keeps how far the broker has
                     // everything: the events it acknowledged exist nowhere else on disk.
-                    if session.outboxProblem != nil { stamper.state.recordSettled(delivery.settled) }
+                    if session.outboxProblem != nil { stamper.state.recordSettled(core.settled) }
                 }
             case .inputLost(let input, let message):
                 Log.error("GPIO input lost", ["input": input.map { config.inputs[$0].ref.description } ?? "all",
@@ -326,7 +309,7 @@ final class AgentRuntime: @unchecked Sendable {
             if case .statusDue = input { refreshStatus(woken: true) } else { refreshStatus(woken: false) }
             scheduleOutboxWrite()
             // What waited for a reservation on disk goes out once one is there (a save can make it, not only a retry).
-            if stamper.state.durable > session.sendableUpTo || (statesHeld && !stamper.state.awaitingReservation) {
+            if stamper.state.durable > core.sendableUpTo || (statesHeld && !stamper.state.awaitingReservation) {
                 publishChangedStates()
             }
             // The next block of seqs, reserved once the inbox is empty (a deadline that has passed counts only then),
@@ -334,10 +317,7 @@ final class AgentRuntime: @unchecked Sendable {
             // the disk refused, and a failed save of the state file (its drops, lane counts), are tried again after a
             // wait doubling up to 64 s, never in a loop; once nothing is refused a pending retry gives way.
             // The outbox writes again: what it gave up while it could not is on disk, and may be announced.
-            if session.outboxProblem == nil {
-                perform(delivery.outboxRecorded())
-                if let seq = floorWanted { perform([.writeFloor(seq)]) }
-            }
+            if session.outboxProblem == nil && core.waitsForOutbox { deliver(.outboxWrites) }
             // The directory read-only at start took a write: whatever fails later is said for what it is.
             if readOnlyAtStart != nil && stamper.state.isSaved && stamper.state.saveProblem == nil
                 && stamper.state.directoryProblem == nil && !stamper.state.awaitingReservation {
@@ -354,6 +334,8 @@ final class AgentRuntime: @unchecked Sendable {
                 if let due = deadlines.reservation, due != 0 { deadlines.reservation = nil }
             }
             if stamper.state.reservationDue && !stamper.state.reservationRefused { deadlines.reservation = 0 }
+            drain()   // (what a save above decided)
+            deadlines.refusedPublish = core.nextDeadline
         }
     }
 
@@ -371,6 +353,4 @@ final class AgentRuntime: @unchecked Sendable {
     /// How long after a refused reservation it is tried again.
     var reservationRetryWait = AgentRuntime.outboxWriteWait
     var outboxWriteWait = AgentRuntime.outboxWriteWait
-    /// How long after the broker refused events they are sent again.
-    var refusalRetryWait = AgentRuntime.outboxWriteWait
 }

@@ -72,6 +72,18 @@ public final class MemoryOutbox: Outbox {
 }
 
 extension Outbox {
+    /// The pending event with this seq (binary search: pending events are in seq order).
+    public func entry(seq: UInt64) -> OutboxEntry? {
+        let events = pending
+        var low = 0, high = events.count
+        while low < high {
+            let mid = (low + high) / 2
+            if events[mid].event.seq < seq { low = mid + 1 } else { high = mid }
+        }
+        if low < events.count && events[low].event.seq == seq { return events[low] }
+        return events.first { $0.event.seq == seq }   // (never out of order on disk; cheap insurance if one was)
+    }
+
     /// Stores one event, sparing nothing from the overflow policy.
     public func append(_ entry: OutboxEntry) -> (dropped: [OutboxEntry], failure: UplinkError?) {
         append([entry], sparing: [])

@@ -4,7 +4,7 @@ import Glibc
 
 /// The outbox's file: an append-only log of records `[length u32 LE][crc32 u32 LE][JSON]`, each
 /// either an event added (`{"add": entry}`), one removed (`{"del": seq}`: acknowledged), one given up by the full
-/// outbox (`{"drop": seq}`: to be declared), or, first in a compacted file, the highest seq the outbox ever stored
+/// outbox (`{"drop": seq}`: to be declared), or, last in a compacted file, the highest seq the outbox ever stored
 /// (`{"floor": seq}`).
 /// After the last record the file holds a reserve of zeros, written and synced ahead of use: a record
 /// then overwrites blocks the file already has, and its sync is a data flush only (a file that grew
@@ -217,14 +217,24 @@ final class OutboxLog {
         highest = max(highest, stored)
     }
 
-    /// Replaces the file with just these events (temp file, fsync, rename): compaction. The
-    /// floor record first keeps the highest seq ever stored; `drops` are written again as drop records.
+    /// Replaces the file with just these events (temp file, fsync, rename): compaction. `drops` are written again as
+    /// drop records; the floor record, last, keeps the highest seq ever stored.
     func rewrite(_ entries: [OutboxEntry], drops: [ClosedRange<UInt64>], floor: UInt64 = 0) throws(UplinkError) {
         let top = max(highest, floor, entries.map(\.event.seq).max() ?? 0, drops.map(\.upperBound).max() ?? 0)
         var bytes: [UInt8] = []
+        // Drops and adds in seq order, the floor last: whatever tail of the file a disk loses (at any record), the
+        // records left run up to the highest seq they hold with none missing below, and the start declares everything
+        // above. (The floor first, or the drops before the adds, outlived the records they vouched for.)
+        var drop = drops.sorted { $0.lowerBound < $1.lowerBound }[...]
+        for entry in entries {
+            while let next = drop.first, next.lowerBound < entry.event.seq {
+                OutboxLog.frame(Record(dropped: next), into: &bytes)
+                drop = drop.dropFirst()
+            }
+            OutboxLog.frame(Record(add: entry), into: &bytes)
+        }
+        for seqs in drop { OutboxLog.frame(Record(dropped: seqs), into: &bytes) }
         OutboxLog.frame(Record(floor: top), into: &bytes)
-        for seqs in drops { OutboxLog.frame(Record(dropped: seqs), into: &bytes) }
-        for entry in entries { OutboxLog.frame(Record(add: entry), into: &bytes) }
         // With a fresh reserve; without one if the disk has no room for it.
         var withReserve = true
         if DurableFile.replace(path: path, with: bytes + OutboxLog.zeros) != nil {
