@@ -33,7 +33,7 @@ final class BenchUplink {
             case .remove(let seq): session.remove(seq)
             case .refused(let seq, let reason, _): session.noteRefusal(reason, seq: seq)
             case .refusalEnded: session.refusalEnded()
-            case .saveState, .stampAnnouncement, .writeFloor, .releaseDropRecords, .discard, .sendAnnouncement: break
+            case .saveState, .stampAnnouncement, .writeFloor, .releaseDropRecords, .discard, .recordDrops, .sendAnnouncement: break
             }
         }
     }

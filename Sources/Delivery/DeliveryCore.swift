@@ -46,8 +46,10 @@ public struct DeliveryCore: Sendable {
         case writeFloor(UInt64)
         /// The broker has the announcement of these seqs: the outbox file may forget their drop records.
         case releaseDropRecords(ClosedRange<UInt64>)
-        /// Events loaded at start whose seqs an announcement already declared: removed from the file, never sent.
+        /// Events loaded at start that are settled or that an announcement already declared: removed from the file, never sent.
         case discard([UInt64])
+        /// Seqs a start found unaccounted for: drop records of them into the outbox file, synced, before anything else.
+        case recordDrops([ClosedRange<UInt64>])
         /// Publish the event (QoS 1) on the current connection; `replayed`: it was pending when the connection came up.
         case send(UInt64, replayed: Bool)
         case sendAnnouncement(UInt64, replayed: Bool)
@@ -232,6 +234,7 @@ public struct DeliveryCore: Sendable {
             case .announce(let seqs): effects.append(.stampAnnouncement(seqs))
             case .writeFloor(let seq): effects.append(.writeFloor(seq))
             case .releaseDropRecords(let seqs): effects.append(.releaseDropRecords(seqs))
+            case .recordDrops(let ranges): effects.append(.recordDrops(ranges))
             case .discardPending(let seqs):
                 for seq in seqs { remove(seq) }
                 effects.append(.discard(seqs))

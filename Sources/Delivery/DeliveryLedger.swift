@@ -63,7 +63,12 @@ public struct DeliveryLedger: Sendable {
         case writeFloor(UInt64)
         /// The broker has the announcement of these seqs: the outbox may forget their drop records.
         case releaseDropRecords(ClosedRange<UInt64>)
-        /// Events loaded at start whose seqs an announcement already declared: removed, never sent.
+        /// Seqs a start found unaccounted for: drop records of them into the outbox, synced, before anything else is
+        /// written there (a floor written first would vouch for them, and a crash before the state file holds their
+        /// declaration would leave them silently gone).
+        case recordDrops([ClosedRange<UInt64>])
+        /// Events loaded at start that are settled (acknowledged or declared) or that an announcement already declared:
+        /// removed, never sent.
         case discardPending([UInt64])
     }
 
@@ -122,8 +127,12 @@ public struct DeliveryLedger: Sendable {
         // (Built in one pass: inserting thousands of single seqs one by one would cost a start seconds.)
         var known = SeqRuns(seqs: (disk.outbox?.pending ?? []) + Array(disk.outbox?.acknowledged ?? []))
         if disk.settled > 0 { known.insert(1...disk.settled) }
+        // An announcement whose own seq the ledger counts settled was acknowledged (the state file that still names
+        // it missed the save that followed): done, not sent again.
+        let announcement = disk.announcement.flatMap { $0.seq > disk.settled ? $0 : nil }
+        settledAtStart = disk.settled
         var told = SeqRuns()
-        if let a = disk.announcement {
+        if let a = announcement {
             told.insert(a.seqs)
             told.insert(a.seq)
         }
@@ -144,16 +153,22 @@ public struct DeliveryLedger: Sendable {
         newlyDeclared = fresh.ranges
         for range in stateDeclared.ranges { add(range, .durable) }
         for range in fresh.ranges { add(range, .unsaved) }
-        if let a = disk.announcement { add(a.seqs, .announcing(seq: a.seq, ready: false)) }
+        if let a = announcement { add(a.seqs, .announcing(seq: a.seq, ready: false)) }
         var discard: [UInt64] = []
         for seq in disk.outbox?.pending ?? [] {
-            if let a = disk.announcement, a.exact, a.seqs.contains(seq) { discard.append(seq) } else { pending.insert(seq) }
+            // At or below the settled seq, an event was acknowledged or declared by an acknowledged announcement: a file
+            // that still holds it lost the record that says which (a cut tail), and sending it could have a declared
+            // seq arrive. The backend has it or has its declaration; either way it is not sent.
+            if seq <= disk.settled { discard.append(seq); continue }
+            if let a = announcement, a.exact, a.seqs.contains(seq) { discard.append(seq) } else { pending.insert(seq) }
         }
         handed = pending
         floorCovers = disk.outbox?.highest ?? .max
         startActions = discard.isEmpty ? [] : [.discardPending(discard)]
-        if let a = disk.announcement, a.seq > floorCovers { startActions.append(.writeFloor(a.seq)) }
-        if !fresh.isEmpty || stateDeclared.ranges != SeqRuns(disk.stateDeclared).ranges || !discard.isEmpty {
+        if !fresh.isEmpty { startActions.insert(.recordDrops(fresh.ranges), at: 0) }
+        if let a = announcement, a.seq > floorCovers { startActions.append(.writeFloor(a.seq)) }
+        if !fresh.isEmpty || stateDeclared.ranges != SeqRuns(disk.stateDeclared).ranges || !discard.isEmpty
+            || (disk.announcement != nil && announcement == nil) {
             startActions.append(.saveState)
         }
     }
@@ -259,12 +274,16 @@ public struct DeliveryLedger: Sendable {
 
     /// Every seq up to this one was acknowledged or told by an acknowledged announcement (for the sequence ledger).
     public var settled: UInt64 {
+        // (Never below the start's: everything up to it was settled then, whatever a stale file says.)
         var low = stamped
         if let oldest = pending.min() { low = min(low, oldest - 1) }
         if let first = declarations.first { low = min(low, first.seqs.lowerBound - 1) }
         for d in declarations { if case .announcing(let seq, _) = d.phase { low = min(low, seq - 1) } }
-        return low
+        return max(low, min(settledAtStart, stamped))
     }
+
+    /// The sequence ledger's settled seq at start.
+    private var settledAtStart: UInt64 = 0
 
     /// The announcement under way, if any: its seq and the seqs it tells.
     public var announcement: (seq: UInt64, seqs: ClosedRange<UInt64>)? {

@@ -79,6 +79,9 @@ public final class UplinkSession {
     /// Events loaded at start that an announcement already declared: never sent (see `Outbox.discard`).
     public func discardLoaded(_ seqs: [UInt64]) { note(outbox.discard(seqs)) }
 
+    /// Seqs a start found unaccounted for, recorded as given up (see `Outbox.recordDrops`).
+    public func recordDrops(_ ranges: [ClosedRange<UInt64>]) { note(outbox.recordDrops(ranges)) }
+
     /// Writes down what the outbox's disk does not have yet: when no event came to take it along for a while, to
     /// try a failed disk again, and at the stop.
     public func writeOutboxChanges() {

@@ -17,6 +17,9 @@ extension AgentRuntime {
         if case .announcementAcknowledged(let seq) = input, announcement?.event.seq == seq { announcement = nil }
         core.handle(input, at: realNow())
         drain()
+        // A declaration is final once its announcement is acknowledged: the sequence ledger (which takes writes on a full
+        // disk) counts its seqs settled at once, so that a stale or damaged outbox file can never bring one back.
+        if case .announcementAcknowledged = input { stamper.state.recordSettled(core.settled) }
     }
 
     /// Carries out the core's effects in the order it decided them, one at a time: an outcome goes back to the core as
@@ -56,9 +59,11 @@ extension AgentRuntime {
                 session.refusalEnded()
             case .releaseDropRecords(let seqs):
                 session.outboxDropsAnnounced(seqs)
+            case .recordDrops(let ranges):
+                session.recordDrops(ranges)
             case .discard(let seqs):
-                Log.warn("events already declared dropped by an announcement, not sent", ["events": seqs.count,
-                                                                                          "first_seq": seqs.min() ?? 0])
+                Log.warn("events the backend already has or had declared dropped, not sent",
+                         ["events": seqs.count, "first_seq": seqs.min() ?? 0])
                 session.discardLoaded(seqs)
             }
         }

@@ -145,6 +145,17 @@ public final class DurableOutbox: Outbox {
                       dead: 2 * seqs.count + 2 * removals.count)
     }
 
+    public func recordDrops(_ ranges: [ClosedRange<UInt64>]) -> UplinkError? {
+        guard !ranges.isEmpty else { return nil }
+        for range in ranges {
+            dropsKept.insert(range)
+            acceptedHighest = max(acceptedHighest, range.upperBound)
+        }
+        let removals = removalRecords
+        let records = removals + ranges.map { OutboxLog.Record(dropped: $0) }
+        return finish(write { (log) throws(UplinkError) in try log.append(records, sync: true) }, dead: 2 * removals.count)
+    }
+
     /// The removed events' records are as many as the capacity: the file is to be compacted by `writeChanges()`,
     /// called when the loop has nothing else to do, so that no event waits behind the rewrite and its syncs (on an
     /// SD card, several times an event's own). At twice the capacity it is compacted at once, whatever comes next.

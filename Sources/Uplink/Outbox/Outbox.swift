@@ -34,6 +34,9 @@ public protocol Outbox: AnyObject {
     /// Removes events loaded at start that an announcement already declared: drop records for them, synced, so they
     /// are never sent.
     func discard(_ seqs: [UInt64]) -> UplinkError?
+    /// Records, synced, that these seqs were given up (a start found them unaccounted for): kept like the overflow's
+    /// drop records until their announcement is acknowledged.
+    func recordDrops(_ ranges: [ClosedRange<UInt64>]) -> UplinkError?
 }
 
 /// The outbox held in memory only: lost with the process.
@@ -69,6 +72,7 @@ public final class MemoryOutbox: Outbox {
         return nil
     }
     public func writeChanges() -> UplinkError? { nil }
+    public func recordDrops(_ ranges: [ClosedRange<UInt64>]) -> UplinkError? { nil }
 }
 
 extension Outbox {
