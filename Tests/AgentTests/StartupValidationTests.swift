@@ -221,6 +221,31 @@ import TestSupport
         try secondRunKeepsThePromise(dir, config: config, outbox: outbox, what: "outbox.log cut at \(cut)")
     }
 
+    /// An outbox file older than the sequence ledger (a copy put back, an SD card that lost writes it had acknowledged)
+    /// holds an event at or below the ledger's settled seq: acknowledged since, or declared by an acknowledged
+    /// announcement. It is never sent again: a declared one would arrive after its declaration. (It was sent.)
+    @Test func anEventAtOrBelowTheSettledSeqIsNeverSentAgain() throws {
+        let dir = temporaryDirectory()
+        let outbox = dir.path + "/outbox"
+        try writeLedger(outbox, reserved: 20)   // everything up to 20 settled
+        do {
+            let (file, _) = try DurableOutbox.open(directory: outbox, capacity: 200)
+            #expect(file.append([entry(3), entry(21, spot: "P2-A-02")], sparing: []).failure == nil)
+        }
+        let broker = try Broker()
+        let subscriber = try Subscriber(broker)
+        try subscriber.listen()
+        let agent = try Child(agentBinary, ["run", "--config", try writeBusyGarage(dir), "--broker", broker.url,
+                                            "--outbox", outbox, "--replay", try busyTrace(dir, count: 1).path])
+        let seqs = { Set(subscriber.events().compactMap { $0["seq"] as? Int }) }
+        #expect(eventually(15) { seqs().contains(21) }, "\(agent.stderr)")
+        #expect(!seqs().contains(3), "sent in seq order: had 3 been sent, it would have come before 21")
+        #expect(agent.stderr.contains("events the backend already has or had declared dropped, not sent"), "\(agent.stderr)")
+        agent.signal(SIGTERM)
+        #expect(agent.wait(10) == 0, "\(agent.stderr)")
+        subscriber.stop()
+    }
+
     // MARK: - 4. The state file lost, the ledger intact
 
     /// Both copies of the state file unreadable after the outbox overflowed: its drops (kept nowhere else once the outbox
