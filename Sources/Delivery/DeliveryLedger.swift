@@ -7,13 +7,15 @@
 ///    so it is never chosen to make room, and a start declares only seqs no record shows handed or kept.
 /// 3. **A seq is never reused** (the sequence ledger's reservations, outside this type).
 ///
-/// Two residues, which CONTRACT.md states: after a crash while the disk refused the outbox's writes (a storage fault
-/// was announced), events that had been sent from memory may lie in a declared range; and a stretch of the outbox
-/// file destroyed on the disk itself is declared whole, so it may cover events delivered long before.
+/// Residues, which CONTRACT.md states: after a crash while the disk refused the outbox's writes (a storage fault
+/// was announced), events that had been sent from memory may lie in a declared range; a stretch of the outbox file
+/// destroyed on the disk itself, or the state file lost, is declared whole, so it may cover events delivered long
+/// before; and an event given up whose drop record such a stretch took along may be sent again, unless the settled
+/// seq had passed it.
 ///
-/// Pure: no I/O, no clock. The adapters (the agent's runtime, the outbox, the state file) tell it what happened —
+/// Pure: no I/O, no clock. `DeliveryCore` runs it: it tells it what happened —
 /// events accepted or given up, the state file saved, a connection up or lost, an event handed or acknowledged, an
-/// announcement acknowledged — and carry out the `Action`s it returns.
+/// announcement acknowledged — and takes the `Action`s it returns (those for the shell become its effects).
 ///
 /// The life of a declaration: `unsaved` (decided, in memory) → `durable` (the state file or the outbox's drop
 /// records hold it) → `announcing(seq)` (an `outbox.dropped` event with that seq tells it, same id and seq on every
