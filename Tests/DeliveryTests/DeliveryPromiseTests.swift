@@ -119,19 +119,18 @@ struct World {
     var now: Int64 = 0
 
     // Disk.
-    enum Record: Equatable { case add(UInt64), del(UInt64), drop(ClosedRange<UInt64>), floor(UInt64) }
+    typealias Record = OutboxBook.Record
     var outboxFile: [Record] = []
-    var unsyncedDels: [UInt64] = []
+    /// Where the records appended without a sync begin (a crash may lose them).
+    var unsyncedFrom: Int?
     var stateFile: (declared: [ClosedRange<UInt64>], announcement: (seq: UInt64, seqs: ClosedRange<UInt64>)?)? = ([], nil)
     var seqLedger: (reserved: UInt64, settled: UInt64) = (0, 0)
     var diskRefuses = false
 
     // The running agent: the core, and what its shell holds (the outbox's memory, the stamped announcement).
     var core = DeliveryCore(start: .init(), window: 1, capacity: 1)
-    var pending: [UInt64] = []
-    var degraded = false
-    var dropsKept = SeqRuns()
-    var acceptedHighest: UInt64 = 0
+    /// The real outbox book: which records the file gets.
+    var book = OutboxBook(capacity: 1, pending: [], drops: [], highest: 0, deadRecords: 0)
     var nextSeq: UInt64 = 0
     var reserved: UInt64 = 0
     var announcement: (seq: UInt64, seqs: ClosedRange<UInt64>)?
@@ -199,6 +198,13 @@ struct World {
         case 86..<90: if hazards.brokers { broker = Broker.allCases[Int(random.below(4))] }
         default: tick()
         }
+        afterInput()
+    }
+
+    /// What the runtime does after every input: once the outbox writes, what waited for it goes on.
+    mutating func afterInput() {
+        crashed = false
+        if !book.degraded && core.waitsForOutbox { tell(.outboxWrites) }
     }
 
     /// Disk and broker back, everything delivered and told.
@@ -210,9 +216,10 @@ struct World {
             crashed = false
             if !connected { connect() }
             tick(by: DeliveryCore.longestRetryWait)
-            if wire.isEmpty && pending.isEmpty && core.ledger.declarations.isEmpty { break }
+            if wire.isEmpty && book.pending.isEmpty && core.ledger.declarations.isEmpty { break }
             reach()
             acknowledge()
+            afterInput()
         }
     }
 
@@ -237,31 +244,23 @@ struct World {
             announcement = (seq, seqs)
             core.handle(.announcementStamped(seqs: seqs, seq: seq), at: now)
         case .writeFloor(let seq):
-            acceptedHighest = max(acceptedHighest, seq)
-            core.handle(write([.floor(seq)]) ? .floorWritten(seq) : .floorRefused(seq), at: now)
+            core.handle(make(book.recordFloor(seq)) ? .floorWritten(seq) : .floorRefused(seq), at: now)
         case .releaseDropRecords(let seqs):
-            dropsKept = dropsKept.subtracting(SeqRuns([seqs]))
+            book.dropsAnnounced(seqs)
         case .recordDrops(let ranges):
-            for range in ranges {
-                dropsKept.insert(range)
-                givenUp.formUnion(range)
-            }
-            acceptedHighest = max(acceptedHighest, ranges.last?.upperBound ?? 0)
-            _ = write(ranges.map { .drop($0) })
+            for range in ranges { givenUp.formUnion(range) }
+            _ = make(book.recordDrops(ranges))
         case .discard(let seqs):
-            pending.removeAll { seqs.contains($0) }
-            for seq in seqs { dropsKept.insert(seq) }
-            _ = write(SeqRuns(seqs: seqs).ranges.map { .drop($0) })
+            _ = make(book.discard(seqs))
         case .send(let seq, _):
-            if !pending.contains(seq) { violations.append("seq \(seq) sent while the outbox does not hold it") }
+            if !book.pending.contains(seq) { violations.append("seq \(seq) sent while the outbox does not hold it") }
             wire.append((.event(seq), false))
-            if degraded { sentFromMemory.insert(seq) }
+            if book.degraded { sentFromMemory.insert(seq) }
         case .sendAnnouncement(let seq, _):
             if announcement?.seq != seq { violations.append("announcement \(seq) sent, not the one stamped") }
             wire.append((.announcement(seq), false))
         case .remove(let seq):
-            pending.removeAll { $0 == seq }
-            unsyncedDels.append(seq)
+            book.remove(seq)
         case .refused, .refusalEnded:
             break
         }
@@ -273,22 +272,16 @@ struct World {
         let count = 1 + Int(random.below(4))
         var seqs: [UInt64] = []
         for _ in 0..<count { seqs.append(stamp()) }
-        // The outbox file: gives up the oldest it may (never one the core spares), synced with the batch.
+        // The outbox: gives up the oldest it may (never one the core spares); the book writes the batch, synced.
         let sparing = core.sparing(adding: seqs.count)
         var dropped: [UInt64] = []
-        pending += seqs
+        var pending = book.pending + seqs
         while pending.count > capacity {
             guard let i = pending.firstIndex(where: { !sparing.contains($0) }) else { break }
             dropped.append(pending.remove(at: i))
         }
-        acceptedHighest = max(acceptedHighest, seqs.last!)
-        for seq in dropped { dropsKept.insert(seq) }
         givenUp.formUnion(dropped)
-        // Adds and drop records in seq order, as the outbox writes them: a tail lost at any record leaves the seqs it
-        // stored running up to the highest one it holds.
-        let records: [(seq: UInt64, record: Record)] = seqs.filter { !dropped.contains($0) }.map { ($0, .add($0)) }
-            + dropped.map { ($0, .drop($0...$0)) }
-        let recorded = write(records.sorted { $0.seq < $1.seq }.map(\.record))
+        let recorded = make(book.append(seqs, dropped: dropped))
         tell(.stored(seqs: seqs, dropped: dropped, recorded: recorded))
     }
 
@@ -302,42 +295,37 @@ struct World {
         return nextSeq
     }
 
-    /// An outbox write: synced if the disk takes it; otherwise degraded (held in memory) until a rewrite works.
-    mutating func write(_ records: [Record]) -> Bool {
-        if degraded { recover() }
-        guard !degraded, !diskRefuses else {
-            degraded = true
-            return false
+    /// Makes the book's writes on the model file (and the compaction one may call for); false if the disk refused.
+    mutating func make(_ first: OutboxBook.Write?) -> Bool {
+        var next = first
+        while let write = next {
+            guard !diskRefuses else {
+                book.failed()
+                return false
+            }
+            if write.rewrite {
+                outboxFile = write.records
+                unsyncedFrom = nil
+            } else {
+                if !write.sync && unsyncedFrom == nil { unsyncedFrom = outboxFile.count }
+                outboxFile += write.records
+                if write.sync { unsyncedFrom = nil }
+            }
+            next = book.written()
         }
-        outboxFile += unsyncedDels.map { .del($0) } + records
-        unsyncedDels = []
-        return true
-    }
-
-    /// A rewrite of the whole file, as a compaction or the end of a degraded spell does: the floor last.
-    mutating func rewrite() -> Bool {
-        guard !diskRefuses else { return false }
-        let records: [(seq: UInt64, record: Record)] = dropsKept.ranges.map { ($0.lowerBound, .drop($0)) } + pending.map { ($0, .add($0)) }
-        outboxFile = records.sorted { $0.seq < $1.seq }.map(\.record) + [.floor(acceptedHighest)]
-        unsyncedDels = []
         return true
     }
 
     /// The disk takes writes again: the state file's failed save and the outbox are tried again (the runtime's retries).
     mutating func diskBack() {
         saveState()
-        recover()
-        tell(.outboxWrites)
+        _ = make(book.writeChanges())
     }
 
-    mutating func recover() {
-        guard degraded, rewrite() else { return }
-        degraded = false
-    }
-
+    /// A quiet moment: the outbox writes what waits (removals, a compaction, everything after a failed write), or the
+    /// whole file is written again (as when NTP corrects the held events' times).
     mutating func compact() {
-        if degraded { recover() } else { _ = rewrite() }
-        if !degraded { tell(.outboxWrites) }
+        _ = make(random.chance(70) ? book.writeChanges() : book.rewriteAll())
     }
 
     /// The state file (the core is told by the caller's drain: this runs inside one).
@@ -417,7 +405,7 @@ struct World {
             // The runtime writes the settled seq into the sequence ledger when a declaration is final.
             if !crashed { seqLedger.settled = max(seqLedger.settled, core.settled) }
         }
-        if degraded && !crashed { seqLedger.settled = max(seqLedger.settled, core.settled) }
+        if book.degraded && !crashed { seqLedger.settled = max(seqLedger.settled, core.settled) }
     }
 
     // MARK: Crash and start
@@ -426,10 +414,10 @@ struct World {
         crashed = true
         // Publishes already written to the socket may still reach the broker after the process is gone.
         for item in wire where !item.reached && broker != .refusing && random.chance(50) { deliver(item.publish) }
-        if degraded { sentBeforeCrash.formUnion(sentFromMemory) }
+        if book.degraded { sentBeforeCrash.formUnion(sentFromMemory) }
         // Removal records not synced may be lost (their events are sent again: a duplicate, never a gap).
-        if random.chance(50) { outboxFile += unsyncedDels.map { .del($0) } }
-        unsyncedDels = []
+        if let from = unsyncedFrom, random.chance(50) { outboxFile.removeSubrange(from...) }
+        unsyncedFrom = nil
         connected = false
         wire = []
         damage()
@@ -486,10 +474,8 @@ struct World {
         disk.top = max(seqLedger.reserved, highest)
         nextSeq = disk.top
         reserved = disk.top
-        pending = pendingOnDisk
-        dropsKept = SeqRuns(drops)
-        acceptedHighest = highest
-        degraded = false
+        book = OutboxBook(capacity: capacity, pending: pendingOnDisk, drops: drops, highest: highest,
+                          deadRecords: outboxFile.count - pendingOnDisk.count)
         announcement = stateFile?.announcement
         sentFromMemory = []
         core = DeliveryCore(start: disk, window: window, capacity: capacity)

@@ -217,24 +217,20 @@ final class OutboxLog {
         highest = max(highest, stored)
     }
 
-    /// Replaces the file with just these events (temp file, fsync, rename): compaction. `drops` are written again as
-    /// drop records; the floor record, last, keeps the highest seq ever stored.
-    func rewrite(_ entries: [OutboxEntry], drops: [ClosedRange<UInt64>], floor: UInt64 = 0) throws(UplinkError) {
-        let top = max(highest, floor, entries.map(\.event.seq).max() ?? 0, drops.map(\.upperBound).max() ?? 0)
+    /// Replaces the file with just these events (temp file, fsync, rename), at a start that found it damaged. `drops`
+    /// are written as drop records, in seq order with the adds, and a floor record of the highest seq ever stored last
+    /// (see `OutboxBook`, whose order this is).
+    func rewrite(_ entries: [OutboxEntry], drops: [ClosedRange<UInt64>]) throws(UplinkError) {
+        let top = max(highest, entries.map(\.event.seq).max() ?? 0, drops.map(\.upperBound).max() ?? 0)
+        let records = drops.map { ($0.lowerBound, Record(dropped: $0)) } + entries.map { ($0.event.seq, Record(add: $0)) }
+        try rewrite(records.sorted { $0.0 < $1.0 }.map(\.1) + [Record(floor: top)])
+    }
+
+    /// Replaces the file with these records (temp file, fsync, rename): a compaction, or the end of a degraded spell.
+    func rewrite(_ records: [Record]) throws(UplinkError) {
+        let top = max(highest, records.map { max($0.dropTo ?? $0.seq, $0.floor ?? 0) }.max() ?? 0)
         var bytes: [UInt8] = []
-        // Drops and adds in seq order, the floor last: whatever tail of the file a disk loses (at any record), the
-        // records left run up to the highest seq they hold with none missing below, and the start declares everything
-        // above. (The floor first, or the drops before the adds, outlived the records they vouched for.)
-        var drop = drops.sorted { $0.lowerBound < $1.lowerBound }[...]
-        for entry in entries {
-            while let next = drop.first, next.lowerBound < entry.event.seq {
-                OutboxLog.frame(Record(dropped: next), into: &bytes)
-                drop = drop.dropFirst()
-            }
-            OutboxLog.frame(Record(add: entry), into: &bytes)
-        }
-        for seqs in drop { OutboxLog.frame(Record(dropped: seqs), into: &bytes) }
-        OutboxLog.frame(Record(floor: top), into: &bytes)
+        for record in records { OutboxLog.frame(record, into: &bytes) }
         // With a fresh reserve; without one if the disk has no room for it.
         var withReserve = true
         if DurableFile.replace(path: path, with: bytes + OutboxLog.zeros) != nil {
