@@ -183,7 +183,7 @@ public final class UplinkSession {
     /// and the broker's answer to an event or an announcement sent on this connection.
     public func handle(_ event: UplinkEvent) -> DeliveryCore.Input? {
         switch event {
-        case .connected(_, let number):
+        case .connected(_, let number, _):
             connection = number
             forgetInFlight()
             rebirth()

@@ -104,6 +104,48 @@ import Testing
         subscriber.stop()
     }
 
+    /// MQTT 3.1.1: mosquitto acknowledges a publish its ACL denies like a delivery (a board the broker knows by another
+    /// name: none of its topics may be written). The agent's own status never comes back on its subscription, so the
+    /// events stay in the outbox, unsent, and the log says why; once the ACL lets the board write, its status comes
+    /// back at the next try and every event arrives, none declared. (On the previous main every event was lost while
+    /// the status said "connected, 0 pending".)
+    @Test func overMQTT311ABrokerThatDropsEveryPublishCostsNoEvent() throws {
+        let dir = temporaryDirectory()
+        let acl = dir.appendingPathComponent("acl").path
+        let device = "parkwise/v1/testsite/busy"
+        func writeACL(allowed: Bool) throws {
+            try "topic read parkwise/#\ntopic readwrite parkwise-test/#\n\(allowed ? "topic write \(device)/#\n" : "")"
+                .write(toFile: acl, atomically: true, encoding: .utf8)
+        }
+        try writeACL(allowed: false)
+        let broker = try Broker(extraConfig: "acl_file \(acl)")
+        let subscriber = try Subscriber(broker)
+        try subscriber.listen()
+        let outbox = dir.path + "/outbox"
+        let config = try writeBusyGarage(dir)
+        let yaml = try String(contentsOfFile: config, encoding: .utf8).replacingOccurrences(of: "mqtt: { ", with: "mqtt: { protocol: \"3.1.1\", ")
+        try yaml.write(toFile: config, atomically: true, encoding: .utf8)
+        let agent = try Child(agentBinary, ["run", "--config", config, "--replay", try busyTrace(dir, count: 6).path,
+                                            "--broker", broker.url, "--outbox", outbox])
+        #expect(eventually(20) { agent.stderr.contains("broker never returned this device's own status, events kept in the outbox") },
+                "\(agent.stderr)")
+        #expect(eventually(10) { agent.stderr.contains("trace finished") }, "\(agent.stderr)")
+        try subscriber.drain()
+        #expect(subscriber.events().isEmpty, "nothing got through: \(subscriber.events())")
+        #expect(pendingOnDisk(outbox + "/outbox.log").pending == [1, 2, 3, 4, 5, 6], "kept in the outbox, not sent into the void")
+
+        try writeACL(allowed: true)
+        broker.reload()
+        #expect(eventually(40) { Set(subscriber.events().compactMap { $0["seq"] as? Int }).isSuperset(of: 1...6) },
+                "sent once the broker takes them: \(agent.stderr)")
+        #expect(agent.stderr.contains("broker returns this device's status, events go out"), "\(agent.stderr)")
+        #expect(!subscriber.events().contains { $0["type"] as? String == "outbox.dropped" }, "nothing declared")
+        agent.signal(SIGTERM)
+        #expect(agent.wait(10) == 0, "\(agent.stderr)")
+        #expect(pendingOnDisk(outbox + "/outbox.log").pending.isEmpty)
+        subscriber.stop()
+    }
+
     /// A broker that speaks MQTT 3.1.1 only refuses an MQTT 5 CONNECT: with `mqtt.protocol` unset the agent asks again
     /// at once with 3.1.1, says so, and delivers; with `protocol: "5"` it insists (and says why it cannot connect).
     @Test func aBrokerThatRefusesMQTT5IsSpokenTo311UnlessTheConfigInsists() throws {

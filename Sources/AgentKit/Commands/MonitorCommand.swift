@@ -101,7 +101,7 @@ enum MonitorCommand {
                 for line in view.take(topic: topic, payload: payload, at: .now) { say(line) }
                 if topic.hasSuffix("/events") { seen += 1 }
                 if let limit, seen >= limit { break loop }
-            case .uplink(.connected(let broker, _)):
+            case .uplink(.connected(let broker, _, _)):
                 say("monitor: connected to \(broker), watching \(Topics.siteFilter(args.option("site")))")
             case .uplink:
                 continue

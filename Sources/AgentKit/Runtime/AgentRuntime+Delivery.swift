@@ -69,6 +69,33 @@ extension AgentRuntime {
         }
     }
 
+    /// The device's own status came back (MQTT 3.1.1): this connection's, the broker takes its publishes, and the core
+    /// hears of the connection now.
+    func echoed(_ payload: [UInt8]) {
+        guard let check = echo, check.isOwn(payload) else { return }
+        echo = nil
+        if check.said { Log.info("broker returns this device's status, events go out", ["connection": check.connection]) }
+        deliver(.connected)
+    }
+
+    /// None came back in time: said once, and the status published again (10 s doubling to 64 s).
+    func noEcho() {
+        guard var check = echo else { return }
+        if !check.said {
+            Log.error("broker never returned this device's own status, events kept in the outbox",
+                      ["topic": topics.status, "protocol": "3.1.1", "hint": UplinkSession.refusalHint])
+        }
+        check.retried(now: realNow())
+        echo = check
+        session.updateStatus(session.birth)
+    }
+
+    /// What the broker refuses now, for the status: its words (MQTT 5), or its silence (3.1.1).
+    var publishRefused: String? {
+        if let refusal = core.refusal { return "\(refusal.reason), from seq \(refusal.firstSeq)" }
+        return echo?.said == true ? EchoCheck.reason : nil
+    }
+
     /// Saves the state file with the core's declarations as they are now; once it holds them, the core is told, and
     /// so is how far the seq reservation on disk lets events go (the caller drains what that decides).
     func saveState() {

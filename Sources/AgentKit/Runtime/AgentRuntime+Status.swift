@@ -18,7 +18,7 @@ extension AgentRuntime {
     }
 
     var statusSnapshot: StatusSnapshot {
-        StatusSnapshot(config: config, garage: garage, session: session, refusal: core.refusal, stamper: stamper, tracker: tracker,
+        StatusSnapshot(config: config, garage: garage, session: session, publishRefused: publishRefused, stamper: stamper, tracker: tracker,
                        configHash: options.configHash, mode: options.mode, clockSynced: clockSynced,
                        outboxUnusable: outboxUnusable, readOnly: readOnlyAtStart)
     }
@@ -58,7 +58,7 @@ extension AgentRuntime {
                              faultedInputs: inGarage { $0.faultedInputCount }, reconnects: tracker.reconnects,
                              storageFault: inStamper {
                                  StatusSnapshot.storageFault(session, $0.state, outboxUnusable: outboxUnusable, readOnly: readOnlyAtStart)
-                             }, idConflict: tracker.idConflict, publishRefused: core.refusal?.reason)
+                             }, idConflict: tracker.idConflict, publishRefused: core.refusal?.reason ?? (echo?.said == true ? EchoCheck.reason : nil))
     }
 
     func publishStatus(_ snapshot: StatusSnapshot) {

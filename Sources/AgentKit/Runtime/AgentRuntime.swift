@@ -47,6 +47,8 @@ final class AgentRuntime: @unchecked Sendable {
     var core: DeliveryCore
     /// The announcement under way (kept in the state file until the broker acknowledges it).
     var announcement: OutboxEntry?
+    /// An MQTT 3.1.1 connection whose broker has not returned this device's status yet (see `EchoCheck`).
+    var echo: EchoCheck?
     let link: MQTTLink
     let inbox = Inbox()
     var events: [GarageEvent] = []
@@ -114,6 +116,7 @@ final class AgentRuntime: @unchecked Sendable {
         settings.protocolVersion = Int32(config.mqtt.protocolVersion)
         settings.fallsBackTo311 = config.mqtt.fallsBackTo311
         settings.maximumIncoming = CommandHandler.payloadLimit
+        settings.echoTopic = topics.status
         // Hosted: once connected, the broker's socket is read and written by this loop's thread (`nextInput`).
         link = MQTTLink(settings: settings, hosted: true,
                         emitAll: { [inbox] events in inbox.post(contentsOf: events.lazy.map { .uplink($0) }) })
@@ -254,6 +257,7 @@ final class AgentRuntime: @unchecked Sendable {
                     if stamper.state.reservationDue { stamper.state.reserveAhead() } else { saveState() }
                 }
                 if let due = deadlines.refusedPublish, due <= realNow() { deliver(.time) }
+                if let due = deadlines.echo, due <= realNow() { noEcho() }
                 if let due = deadlines.watchdog, let every = options.service.watchdogInterval, due <= realNow() {
                     options.service.alive()   // the watchdog is fed by the event loop itself
                     deadlines.watchdog = realNow() + every.nanosecondCount
@@ -270,8 +274,17 @@ final class AgentRuntime: @unchecked Sendable {
                 // The session says what the event means for delivery (a connection, the broker's answer to an event):
                 // the core decides what follows (a refused event is kept and sent again after a wait doubling up to
                 // 64 s, never in a loop).
-                if let input = session.handle(event) { deliver(input) }
+                if let input = session.handle(event) {
+                    if case .connected(_, let number, false) = event {
+                        // MQTT 3.1.1: the core hears of the connection once the broker returns this device's status.
+                        echo = EchoCheck(connection: number, boot: stamper.state.boot, now: realNow())
+                    } else {
+                        if case .disconnected = input { echo = nil }
+                        deliver(input)
+                    }
+                }
                 switch event {
+                case .message(let topic, let payload, _) where topic == topics.status: echoed(payload)
                 case .message(let topic, let payload, let retained): command(topic: topic, payload: payload, retained: retained)
                 case .oversized(let topic, let bytes, let retained): command(topic: topic, payload: [], retained: retained, oversized: bytes)
                 case .contested, .refused: break   // in the status (`noteForStatus`); the core keeps refused events
@@ -336,6 +349,7 @@ final class AgentRuntime: @unchecked Sendable {
             if stamper.state.reservationDue && !stamper.state.reservationRefused { deadlines.reservation = 0 }
             drain()   // (what a save above decided)
             deadlines.refusedPublish = core.nextDeadline
+            deadlines.echo = echo?.due
         }
     }
 

@@ -15,16 +15,19 @@ struct LoopDeadlines {
     var reservation: Int64?
     /// Send the events the broker refused again (2 s doubling to 64 s while it goes on refusing).
     var refusedPublish: Int64?
+    /// MQTT 3.1.1: publish the status again, none of it having come back (see `EchoCheck`).
+    var echo: Int64?
 
     /// The earliest armed deadline, the garage's timer (`timer`) included (no array built: this runs on every input).
     func earliest(with timer: Int64?) -> Int64? {
         earliestOf(earliestOf(earliestOf(timer, watchdog), earliestOf(clock, shed)),
-                   earliestOf(earliestOf(status, outboxWrite), earliestOf(reservation, refusedPublish)))
+                   earliestOf(earliestOf(status, outboxWrite), earliestOf(earliestOf(reservation, refusedPublish), echo)))
     }
 
     /// One of the housekeeping deadlines (every one but the status's) has passed.
     func housekeepingPassed(_ now: Int64) -> Bool {
-        earliestOf(earliestOf(watchdog, clock), earliestOf(earliestOf(shed, outboxWrite), earliestOf(reservation, refusedPublish)))
+        earliestOf(earliestOf(watchdog, clock), earliestOf(earliestOf(shed, outboxWrite),
+                                                           earliestOf(earliestOf(reservation, refusedPublish), echo)))
             .map { $0 <= now } ?? false
     }
 }

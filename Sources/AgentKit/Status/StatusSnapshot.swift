@@ -11,8 +11,8 @@ struct StatusSnapshot {
     let config: AgentConfig
     let garage: Garage
     let session: UplinkSession
-    /// What the broker refuses now (its words, the first seq refused), if it does.
-    let refusal: (reason: String, firstSeq: UInt64)?
+    /// What the broker refuses now (its words and the first seq refused, or its silence over MQTT 3.1.1), if it does.
+    let publishRefused: String?
     let stamper: EventStamper
     let tracker: StatusTracker
     let configHash: String?
@@ -96,7 +96,7 @@ struct StatusSnapshot {
                                     reconnects: tracker.reconnects, lastLoss: tracker.lastLoss,
                                     brokers: config.mqtt.brokers.map(\.description), idConflict: tracker.idConflict,
                                     oversizedCommands: tracker.oversizedCommands)
-        link.publishRefused = refusal.map { "\($0.reason), from seq \($0.firstSeq)" }
+        link.publishRefused = publishRefused
         let state = stamper.state
         let outbox = AgentStatus.OutboxStatus(path: config.outbox.path, depth: session.outboxCount,
                                               capacity: session.outboxCapacity, oldestSeq: session.oldestPendingSeq,

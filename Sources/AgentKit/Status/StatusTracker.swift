@@ -45,7 +45,7 @@ struct StatusTracker {
     /// `now` is read only for a new connection (not for every acknowledgement).
     mutating func note(_ event: UplinkEvent, at now: @autoclosure () -> MonotonicInstant) {
         switch event {
-        case .connected(let name, _):
+        case .connected(let name, _, _):
             broker = name
             connectedSince = now()
         case .disconnected(_, let reason):

@@ -50,7 +50,7 @@ final class BridgeRuntime: Sendable {
         link = MQTTLink(settings: settings.link) { event in
             switch event {
             case .message(let topic, let payload, _): queue.push(topic: topic, payload: payload)
-            case .connected(_, let number):
+            case .connected(_, let number, _):
                 connection.value.store(number, ordering: .releasing)
                 queue.wake()
                 events.ring()

@@ -196,16 +196,18 @@ public final class MQTTLink: Sendable {
                 return lost(reason)
             case .becameUp:
                 upAt = monotonicSeconds()
+                let mqtt5 = settings.protocolVersion == 5
                 for filter in settings.subscriptions { _ = connection.subscribe(filter) }
+                if !mqtt5, let echo = settings.echoTopic { _ = connection.subscribe(echo) }
                 Log.log(watch.active ? .debug : .info, "uplink connected", ["broker": broker])
                 guard hosted, let wakeup else {
-                    emit([.connected(broker: broker.description, connection: number)])
+                    emit([.connected(broker: broker.description, connection: number, mqtt5: mqtt5)])
                     continue
                 }
                 // The host's thread runs the connection from here on (before it hears of it, so that it polls the
                 // socket from its first wake-up); this thread waits until the host gives it back or a stop.
                 guests.withLock { $0 = Guest(io: io) }
-                emit([.connected(broker: broker.description, connection: number)])
+                emit([.connected(broker: broker.description, connection: number, mqtt5: mqtt5)])
                 while true {
                     if stopping.load(ordering: .acquiring) {
                         // Taken back (the host stopped running it): drained and disconnected at the loop's top.

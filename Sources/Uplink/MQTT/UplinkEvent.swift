@@ -1,7 +1,9 @@
 /// What the MQTT link reports to the agent. `connection` numbers each connection: an
 /// acknowledgement only means something on the connection it came from.
 public enum UplinkEvent: Sendable {
-    case connected(broker: String, connection: UInt64)
+    /// `mqtt5`: the connection speaks MQTT 5 (a refused publish comes back as `refused`); false: 3.1.1, where the
+    /// broker acknowledges a publish it drops like any other.
+    case connected(broker: String, connection: UInt64, mqtt5: Bool)
     case disconnected(connection: UInt64, reason: String)
     /// The broker acknowledged (PUBACK) the QoS 1 publish with this message id; a QoS 0 publish: it is written whole
     /// to the socket (reported only when `MQTTLink.publish` said `.sent`, not `.written`).
@@ -52,6 +54,9 @@ public struct LinkSettings: Sendable {
     public var password: String?
     /// Topic filters to subscribe to on every connection (QoS 1).
     public var subscriptions: [String]
+    /// Subscribed too on an MQTT 3.1.1 connection: the device's own status topic, so that its own publish coming back
+    /// is the evidence that the broker takes its publishes (3.1.1 acknowledges a denied one like any other).
+    public var echoTopic: String?
     /// QoS 1 messages sent and not yet acknowledged, at most (libmosquitto's default is 20): with a
     /// broker 10 ms away, 20 caps the link at about 2,000 events a second.
     public var inFlightMaximum: Int32 = 100
