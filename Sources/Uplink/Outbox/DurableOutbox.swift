@@ -111,7 +111,7 @@ public final class DurableOutbox: Outbox {
     private func make(_ first: OutboxBook.Write?) -> UplinkError? {
         var next = first
         while let write = next {
-            let records = write.records.map(fileRecord)
+            let records = write.records.map { OutboxLog.Record($0, entries: entries) }
             do {
                 if write.rewrite {
                     try log.rewrite(records)
@@ -125,14 +125,5 @@ public final class DurableOutbox: Outbox {
             next = book.written()
         }
         return nil
-    }
-
-    private func fileRecord(_ record: OutboxBook.Record) -> OutboxLog.Record {
-        switch record {
-        case .add(let seq): OutboxLog.Record(add: entry(seq: seq))
-        case .del(let seq): OutboxLog.Record(del: seq)
-        case .drop(let seqs): OutboxLog.Record(dropped: seqs)
-        case .floor(let seq): OutboxLog.Record(floor: seq)
-        }
     }
 }

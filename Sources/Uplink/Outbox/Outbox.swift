@@ -76,9 +76,14 @@ public final class MemoryOutbox: Outbox {
 }
 
 extension Outbox {
-    /// The pending event with this seq (binary search: pending events are in seq order).
-    public func entry(seq: UInt64) -> OutboxEntry? {
-        let events = pending
+    /// The pending event with this seq.
+    public func entry(seq: UInt64) -> OutboxEntry? { pending.entry(seq: seq) }
+}
+
+extension [OutboxEntry] {
+    /// The event with this seq (binary search: an outbox holds its events in seq order).
+    func entry(seq: UInt64) -> OutboxEntry? {
+        let events = self
         var low = 0, high = events.count
         while low < high {
             let mid = (low + high) / 2
@@ -87,7 +92,9 @@ extension Outbox {
         if low < events.count && events[low].event.seq == seq { return events[low] }
         return events.first { $0.event.seq == seq }   // (never out of order on disk; cheap insurance if one was)
     }
+}
 
+extension Outbox {
     /// Stores one event, sparing nothing from the overflow policy.
     public func append(_ entry: OutboxEntry) -> (dropped: [OutboxEntry], failure: UplinkError?) {
         append([entry], sparing: [])

@@ -1,3 +1,4 @@
+import Delivery
 import SystemIO
 import FoundationEssentials
 import Glibc
@@ -36,6 +37,16 @@ final class OutboxLog {
 
         init(dropped seqs: ClosedRange<UInt64>) {
             self.init(drop: seqs.lowerBound, dropTo: seqs.count > 1 ? seqs.upperBound : nil)
+        }
+
+        /// The book's record as the file writes it (an add carries its event, found among `entries` by seq).
+        init(_ record: OutboxBook.Record, entries: [OutboxEntry]) {
+            switch record {
+            case .add(let seq): self.init(add: entries.entry(seq: seq))
+            case .del(let seq): self.init(del: seq)
+            case .drop(let seqs): self.init(dropped: seqs)
+            case .floor(let seq): self.init(floor: seq)
+            }
         }
 
         /// The seq an add or a drop record is about (0 for others).
@@ -176,9 +187,12 @@ final class OutboxLog {
         // before the device state saves these seqs must not make them a silent gap.
         let drops = parsed.drops + parsed.lost
         if parsed.damaged {
-            // Start the new file with what was recovered from the damaged one.
-            try log.rewrite(entries, drops: drops)
-            records = entries.count + drops.count + 1
+            // Start the new file with what was recovered from the damaged one, in the book's order.
+            var book = OutboxBook(capacity: entries.count, pending: entries.map(\.event.seq), drops: drops,
+                                  highest: parsed.highest, deadRecords: 0)
+            let rewrite = book.rewriteAll().records.map { Record($0, entries: entries) }
+            try log.rewrite(rewrite)
+            records = rewrite.count
         }
         DurableFile.syncDirectory(of: path)
         return (log, Loaded(entries: entries, records: records, highest: parsed.highest,
@@ -215,15 +229,6 @@ final class OutboxLog {
             throw UplinkError(.outbox, "cannot sync outbox file \(path): \(DurableFile.errnoText())", code: errno)
         }
         highest = max(highest, stored)
-    }
-
-    /// Replaces the file with just these events (temp file, fsync, rename), at a start that found it damaged. `drops`
-    /// are written as drop records, in seq order with the adds, and a floor record of the highest seq ever stored last
-    /// (see `OutboxBook`, whose order this is).
-    func rewrite(_ entries: [OutboxEntry], drops: [ClosedRange<UInt64>]) throws(UplinkError) {
-        let top = max(highest, entries.map(\.event.seq).max() ?? 0, drops.map(\.upperBound).max() ?? 0)
-        let records = drops.map { ($0.lowerBound, Record(dropped: $0)) } + entries.map { ($0.event.seq, Record(add: $0)) }
-        try rewrite(records.sorted { $0.0 < $1.0 }.map(\.1) + [Record(floor: top)])
     }
 
     /// Replaces the file with these records (temp file, fsync, rename): a compaction, or the end of a degraded spell.
