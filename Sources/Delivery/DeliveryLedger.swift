@@ -5,7 +5,8 @@
 /// 2. **A declared seq never arrives.** A range names exactly the seqs given up — never one that was kept — and a seq
 ///    is declared only if it was never handed to the broker: an event handed once may arrive whatever happens next,
 ///    so it is never chosen to make room, and a start declares only seqs no record shows handed or kept.
-/// 3. **A seq is never reused** (the sequence ledger's reservations, outside this type).
+/// 3. **A seq is never reused** (`SeqCounter`: a seq is given out only under a reservation asked for first, and goes out
+///    only once a reservation on disk covers it).
 ///
 /// Residues, which CONTRACT.md states: after a crash while the disk refused the outbox's writes (a storage fault
 /// was announced), events that had been sent from memory may lie in a declared range; a stretch of the outbox file

@@ -29,8 +29,15 @@ import Testing
         for _ in 0..<world.steps { world.step() }
         world.finish()
         #expect(world.violations.isEmpty, "seed \(seed): \(world.violations.prefix(5))")
-        let missing = (1...max(world.highestStamped, 1)).filter { !world.backend.arrived.contains($0) && !world.backend.declared.contains($0) }
-        #expect(world.highestStamped == 0 || missing.isEmpty, "seed \(seed): undeclared gaps \(SeqRuns(seqs: missing).ranges.prefix(5))")
+        // Seqs above every one the backend knows never left the agent: given out while no disk took a reservation and
+        // lost in a crash (CONTRACT: unannounced, but never reaching the backend twice). Every seq of the run still
+        // going at the end is known.
+        let known = max(world.backend.arrived.max() ?? 0, world.backend.declared.max() ?? 0)
+        #expect(known >= world.counter.seq, "seed \(seed): the last run gave out seqs up to \(world.counter.seq), the backend knows \(known)")
+        let missing = (1...max(known, 1)).filter {
+            !world.backend.arrived.contains($0) && !world.backend.declared.contains($0) && !world.beyondEveryRecord.contains($0)
+        }
+        #expect(known == 0 || missing.isEmpty, "seed \(seed): undeclared gaps \(SeqRuns(seqs: missing).ranges.prefix(5))")
         #expect(world.exact, "seed \(seed): an announcement's count is not its range's size")
         return world
     }
@@ -113,7 +120,6 @@ struct World {
     let steps: Int
     let capacity: Int
     let window = 4
-    let block: UInt64 = 8
     /// Out of 1,000: the chance of a crash before each effect.
     let crashPerMille: UInt64
     var now: Int64 = 0
@@ -123,23 +129,28 @@ struct World {
     var outboxFile: [Record] = []
     /// Where the records appended without a sync begin (a crash may lose them).
     var unsyncedFrom: Int?
-    var stateFile: (declared: [ClosedRange<UInt64>], announcement: (seq: UInt64, seqs: ClosedRange<UInt64>)?)? = ([], nil)
+    var stateFile: (declared: [ClosedRange<UInt64>], announcement: (seq: UInt64, seqs: ClosedRange<UInt64>)?, reserved: UInt64)? = ([], nil, 0)
     var seqLedger: (reserved: UInt64, settled: UInt64) = (0, 0)
     var diskRefuses = false
+    /// The sequence ledger refuses writes too (it is preallocated and takes them on a full disk, but not on EIO).
+    var ledgerRefuses = false
 
     // The running agent: the core, and what its shell holds (the outbox's memory, the stamped announcement).
     var core = DeliveryCore(start: .init(), window: 1, capacity: 1)
     /// The real outbox book: which records the file gets.
     var book = OutboxBook(capacity: 1, pending: [], drops: [], highest: 0, deadRecords: 0)
-    var nextSeq: UInt64 = 0
-    var reserved: UInt64 = 0
+    /// The real seq counter: which seqs were given out, which the disk reserves.
+    var counter = SeqCounter(seq: 0, durable: 0, last: 1 << 40, block: 8)
+    /// How many times each seq was given out (a seq given out twice may never reach the backend twice).
+    var incarnations: [UInt64: Int] = [:]
     var announcement: (seq: UInt64, seqs: ClosedRange<UInt64>)?
     var crashed = false
 
     // The broker and the link.
     enum Broker: CaseIterable { case prompt, slow, deaf, refusing }
     var broker = Broker.prompt
-    enum Publish: Equatable { case event(UInt64), announcement(UInt64) }
+    /// An event publish names its seq and which time that seq was given out.
+    enum Publish: Equatable { case event(UInt64, incarnation: Int), announcement(UInt64) }
     var connected = false
     /// Handed on this connection, not answered; `reached`: the broker has it (the backend sees it).
     var wire: [(publish: Publish, reached: Bool)] = []
@@ -155,9 +166,12 @@ struct World {
     var declaredWhole: Set<UInt64> = []
     var refusals = 0
     var damages = 0
+    /// Seqs whose every record a damage may have destroyed (see `damage()`), and how often that happened.
+    var beyondEveryRecord: Set<UInt64> = []
+    var staleLedgerDamages = 0
 
     // The backend.
-    struct Backend { var arrived: Set<UInt64> = []; var declared: Set<UInt64> = [] }
+    struct Backend { var arrived: Set<UInt64> = []; var declared: Set<UInt64> = []; var incarnation: [UInt64: Int] = [:] }
     var backend = Backend()
     var violations: [String] = []
     var exact = true
@@ -196,6 +210,7 @@ struct World {
         case 79..<83: diskRefuses.toggle(); if !diskRefuses { diskBack() }
         case 83..<86: compact()
         case 86..<90: if hazards.brokers { broker = Broker.allCases[Int(random.below(4))] }
+        case 90..<92: if hazards.damage { ledgerRefuses.toggle() }
         default: tick()
         }
         afterInput()
@@ -205,11 +220,18 @@ struct World {
     mutating func afterInput() {
         crashed = false
         if !book.degraded && core.waitsForOutbox { tell(.outboxWrites) }
+        // The next block reserved at an idle moment (and a refused one asked for again), the state file with it.
+        if let ahead = counter.reserveAhead() {
+            writeReservation(ahead)
+            saveState()
+            tell(.sendable(upTo: counter.durable))
+        }
     }
 
     /// Disk and broker back, everything delivered and told.
     mutating func finish() {
         diskRefuses = false
+        ledgerRefuses = false
         broker = .prompt
         diskBack()
         for _ in 0..<10_000 {
@@ -254,7 +276,8 @@ struct World {
             _ = make(book.discard(seqs))
         case .send(let seq, _):
             if !book.pending.contains(seq) { violations.append("seq \(seq) sent while the outbox does not hold it") }
-            wire.append((.event(seq), false))
+            if seq > counter.durable { violations.append("seq \(seq) sent above the reservation on disk (\(counter.durable))") }
+            wire.append((.event(seq, incarnation: incarnations[seq] ?? 0), false))
             if book.degraded { sentFromMemory.insert(seq) }
         case .sendAnnouncement(let seq, _):
             if announcement?.seq != seq { violations.append("announcement \(seq) sent, not the one stamped") }
@@ -283,16 +306,22 @@ struct World {
         givenUp.formUnion(dropped)
         let recorded = make(book.append(seqs, dropped: dropped))
         tell(.stored(seqs: seqs, dropped: dropped, recorded: recorded))
+        tell(.sendable(upTo: counter.durable))
     }
 
     mutating func stamp() -> UInt64 {
-        nextSeq += 1
-        if nextSeq > reserved {
-            reserved = nextSeq + block - 1
-            seqLedger = (reserved, core.settled)   // preallocated: takes writes on a full disk
-        }
-        highestStamped = max(highestStamped, nextSeq)
-        return nextSeq
+        let (seq, reserve) = counter.next()
+        if let reserve { writeReservation(reserve) }
+        incarnations[seq, default: 0] += 1
+        highestStamped = max(highestStamped, seq)
+        return seq
+    }
+
+    /// The sequence ledger takes a reservation (preallocated: also on a full disk), unless it refuses writes.
+    mutating func writeReservation(_ reserve: UInt64) {
+        guard !ledgerRefuses else { return }
+        seqLedger = (reserve, core.settled)
+        counter.reserved(upTo: reserve)
     }
 
     /// Makes the book's writes on the model file (and the compaction one may call for); false if the disk refused.
@@ -331,8 +360,10 @@ struct World {
     /// The state file (the core is told by the caller's drain: this runs inside one).
     mutating func saveState() {
         guard !diskRefuses else { return }
-        stateFile = (core.ledger.unannounced, announcement)
+        stateFile = (core.ledger.unannounced, announcement, counter.reserved)
+        counter.reserved(upTo: counter.reserved)
         core.handle(.stateSaved, at: now)
+        core.handle(.sendable(upTo: counter.durable), at: now)
     }
 
     /// Time passes (a refused event's backoff may end).
@@ -362,7 +393,7 @@ struct World {
         if broker == .refusing {
             refusals += 1
             switch wire.remove(at: i).publish {
-            case .event(let seq): tell(.refused(seq, reason: "not authorized"))
+            case .event(let seq, _): tell(.refused(seq, reason: "not authorized"))
             case .announcement(let seq): tell(.announcementRefused(seq, reason: "not authorized"))
             }
             return
@@ -373,7 +404,11 @@ struct World {
 
     mutating func deliver(_ publish: Publish) {
         switch publish {
-        case .event(let seq):
+        case .event(let seq, let incarnation):
+            if let earlier = backend.incarnation[seq], earlier != incarnation, !beyondEveryRecord.contains(seq) {
+                violations.append("seq \(seq) arrived as two different events: it was reused")
+            }
+            backend.incarnation[seq] = incarnation
             backend.arrived.insert(seq)
             if backend.declared.contains(seq) && !sentBeforeCrash.contains(seq) && !mayComeBack.contains(seq) {
                 violations.append("seq \(seq) arrived after it was declared")
@@ -397,7 +432,7 @@ struct World {
         guard connected, broker != .deaf, broker != .slow || random.chance(10),
               let i = wire.indices.filter({ wire[$0].reached }).randomElement(using: &random) else { return }
         switch wire.remove(at: i).publish {
-        case .event(let seq):
+        case .event(let seq, _):
             tell(.acknowledged(seq))
         case .announcement(let seq):
             if announcement?.seq == seq { announcement = nil }
@@ -431,11 +466,18 @@ struct World {
         guard hazards.damage, roll < 12 else { return }
         // CONTRACT's second residue: what the lost records vouched for is declared whole, and an event given up whose
         // drop record (or the announcement that named it) is lost may come back and arrive after its declaration.
-        if let top = [seqLedger.reserved, highestStamped].max(), top > seqLedger.settled {
+        if let top = [seqLedger.reserved, stateFile?.reserved ?? 0, highestStamped].max(), top > seqLedger.settled {
             declaredWhole.formUnion((seqLedger.settled + 1)...top)
         }
         mayComeBack.formUnion(givenUp)
         damages += 1
+        // A sequence ledger that refused its last reservations (EIO) no longer vouches for the seqs given out since: with
+        // the state file or the outbox lost too, every record of them may be gone, and CONTRACT promises no seq is used
+        // twice only short of losing all of them. Those seqs may be reused or missing.
+        if highestStamped > seqLedger.reserved {
+            beyondEveryRecord.formUnion((seqLedger.reserved + 1)...highestStamped)
+            staleLedgerDamages += 1
+        }
         if roll < 8 {
             outboxFile = roll < 3 ? [] : Array(outboxFile.prefix(Int(random.below(UInt64(outboxFile.count) + 1))))
             outboxUnreadable = roll < 3
@@ -471,16 +513,15 @@ struct World {
         held.highest = highest
         disk.outbox = held   // (an unreadable file was set aside: the start reads a fresh, empty one)
         outboxUnreadable = false
-        disk.top = max(seqLedger.reserved, highest)
-        nextSeq = disk.top
-        reserved = disk.top
+        disk.top = max(seqLedger.reserved, stateFile?.reserved ?? 0, highest)
+        counter = SeqCounter(seq: disk.top, durable: disk.top, last: 1 << 40, block: 8)
         book = OutboxBook(capacity: capacity, pending: pendingOnDisk, drops: drops, highest: highest,
                           deadRecords: outboxFile.count - pendingOnDisk.count)
         announcement = stateFile?.announcement
         sentFromMemory = []
         core = DeliveryCore(start: disk, window: window, capacity: capacity)
         crashed = false
-        tell(.sendable(upTo: .max))
+        tell(.sendable(upTo: counter.durable))
         // The runtime saves the state file at every start.
         saveState()
         tell(.stateSaved)

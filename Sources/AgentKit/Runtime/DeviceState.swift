@@ -1,4 +1,5 @@
 import SystemIO
+import Delivery
 import Glibc
 import FoundationEssentials
 import ParkWiseLog
@@ -14,19 +15,23 @@ import Uplink
 /// and `device-state.json.bak`), so one unreadable copy loses neither the drops nor the announcement.
 struct DeviceState {
     private(set) var boot: UInt64 = 0 { didSet { unsaved = true } }
-    private(set) var seq: UInt64 = 0
+    /// Which seqs this run gave out and which the disk reserves (pure: `SeqCounter`); its reservations are written here.
+    private(set) var counter = SeqCounter(seq: 0, durable: 0, last: DeviceState.lastSeq, block: DeviceState.seqBlock) {
+        didSet { if counter.reserved != oldValue.reserved { unsaved = true } }
+    }
+    /// The last seq given out.
+    var seq: UInt64 { counter.seq }
     private(set) var laneCounts: [String: Int] = [:] { didSet { unsaved = true } }
     /// The ledger's entry as the previous run left it (nil: first start, or no ledger).
     private(set) var previousRun: SeqLedger.Entry?
     /// Every seq up to this one is acknowledged or its declaration acknowledged (`DeliveryLedger.settled`); written with
     /// each reservation.
     var settled: UInt64 = 0
-    private var reserved: UInt64 = 0 { didSet { unsaved = true } }
     /// The highest seq the next start would count on from: reserved in the ledger or the state file, or held by the
     /// outbox on disk. An event with a higher seq must not be sent yet, or a crash now would have the next run send
     /// that seq again with another event (a disk refusing every write: a read-only remount, EIO). Without a state
     /// directory nothing is on disk and nothing is held back (seqs restart at 1 there anyway).
-    private(set) var durable: UInt64 = 0
+    var durable: UInt64 { counter.durable }
     private let ledger: SeqLedger?
     /// Seqs reserved per ledger write.
     static let seqBlock: UInt64 = 64
@@ -86,7 +91,7 @@ struct DeviceState {
     }
 
     /// Seqs this run may still hand out (see `lastSeq`).
-    var seqsLeft: UInt64 { Self.lastSeq - min(seq, Self.lastSeq) }
+    var seqsLeft: UInt64 { counter.seqsLeft }
 
     /// The state file was lost while the ledger says how far the last run went: both copies unreadable, impossible, or
     /// gone. Its declarations and announcement are lost with it; the delivery ledger's start declares what nothing else
@@ -106,6 +111,7 @@ struct DeviceState {
         }
         let loaded = try path.map(DeviceState.load)
         let stored = loaded?.stored
+        var seq: UInt64 = 0
         if let path, let stored {
             try Self.check(stored.boot, "boot", in: loaded?.path ?? path)
             try Self.check(stored.seq, "seq", in: loaded?.path ?? path)
@@ -147,8 +153,7 @@ struct DeviceState {
         }
         boot = max(boot, previousRun?.boot ?? 0) + 1
         seq = max(seq, previousRun?.reserved ?? 0)
-        reserved = seq
-        durable = path == nil ? .max : seq   // read from disk
+        counter = SeqCounter(seq: seq, durable: path == nil ? .max : seq, last: Self.lastSeq, block: Self.seqBlock)   // read from disk
         settled = previousRun?.settled ?? 0
         writeLedger(clean: false)
         save()
@@ -212,62 +217,52 @@ struct DeviceState {
         return nil
     }
 
-    /// The next seq. Only while `seqsLeft` is above 0: the caller stamps nothing more after the last seq.
+    /// The next seq, under a reservation written first. Only while `seqsLeft` is above 0: the caller stamps nothing
+    /// more after the last seq.
     mutating func nextSeq() -> UInt64 {
-        precondition(seq < Self.lastSeq, "no seq left: the caller checks seqsLeft")
-        seq += 1
-        if seq > reserved {
-            reserved = min(seq + DeviceState.seqBlock - 1, Self.lastSeq)
-            writeLedger(clean: false)
-        }
+        let (seq, reserve) = counter.next()
+        if reserve != nil { writeLedger(clean: false) }
         return seq
     }
 
-    /// Less than half a block of seqs is reserved on disk: the next block is best reserved now, while no event waits
-    /// (its ledger write and the two state-file rewrites with their syncs take tens of milliseconds on an SD card).
-    /// Also true while a reservation the disk refused leaves events unsendable.
-    var reservationDue: Bool { durable < min(seq + DeviceState.seqBlock / 2, Self.lastSeq) }
+    /// See `SeqCounter`.
+    var reservationDue: Bool { counter.reservationDue }
+    var awaitingReservation: Bool { counter.awaitingReservation }
+    var reservationRefused: Bool { counter.reservationRefused }
 
-    /// Seqs were given out that no reservation on disk covers: their events wait until one does.
-    var awaitingReservation: Bool { seq > durable }
-
-    /// The last reservation was not written: the next try waits (a disk that refuses it is not asked in a loop).
-    var reservationRefused: Bool { durable < reserved }
-
-    /// Reserves the next block ahead of need (ledger, then the state file): the reservation grows by one block, so
-    /// still one reservation per 64 events. After a crash the start declares the unused rest as before, up to one and
-    /// a half blocks now. After a refused write the same reservation is written again.
+    /// Reserves the next block ahead of need (ledger, then the state file): one reservation per 64 events still. After
+    /// a crash the start declares the unused rest as before, up to one and a half blocks now. After a refused write the
+    /// same reservation is written again.
     mutating func reserveAhead() {
-        guard reservationDue else { return }
-        if reserved < seq + DeviceState.seqBlock / 2 { reserved = min(max(reserved, seq) + DeviceState.seqBlock, Self.lastSeq) }
+        guard counter.reserveAhead() != nil else { return }
         writeLedger(clean: false)
         save()
     }
 
     /// A clean stop: the ledger and the state file then say exactly which seq was the last one.
     mutating func stoppedCleanly() {
-        reserved = seq
+        _ = counter.stoppedCleanly()
         writeLedger(clean: true)
         save()
     }
 
     private mutating func writeLedger(clean: Bool) {
         guard let ledger else { return }
+        let reserved = counter.reserved
         do {
             try ledger.write(SeqLedger.Entry(boot: boot, reserved: reserved, settled: min(settled, seq), clean: clean))
         } catch {
             ledgerFailures.occurred(1, ["error": error.message])
             return
         }
-        durable = max(durable, reserved)
+        counter.reserved(upTo: reserved)
         ledgerFailures.ended()
     }
 
     /// Never below what an outbox on disk already holds.
     mutating func atLeast(seq floor: UInt64, from outbox: String) throws(Refused) {
         try Self.check(floor, "seq", in: outbox)
-        seq = max(seq, floor)
-        durable = max(durable, floor)   // on disk in the outbox
+        counter.atLeast(floor)   // on disk in the outbox
     }
 
     private static func check(_ count: UInt64, _ name: String, in path: String) throws(Refused) {
@@ -312,7 +307,7 @@ struct DeviceState {
             return
         }
         let ranges = declared.map { Drops(count: Int(clamping: $0.upperBound - $0.lowerBound + 1), firstSeq: $0.lowerBound, lastSeq: $0.upperBound) }
-        let stored = Stored(boot: boot, seq: reserved, laneCounts: laneCounts, drops: ranges.first,
+        let stored = Stored(boot: boot, seq: counter.reserved, laneCounts: laneCounts, drops: ranges.first,
                             moreDrops: ranges.count > 1 ? Array(ranges.dropFirst()) : nil, announcement: announcement)
         guard let path, stored != saved else {
             unsaved = false
@@ -329,7 +324,7 @@ struct DeviceState {
         } else {
             saved = stored
             unsaved = false
-            durable = max(durable, stored.seq)
+            counter.reserved(upTo: stored.seq)
             saveFailures.ended(["path": path])
             saveProblem = nil
         }
