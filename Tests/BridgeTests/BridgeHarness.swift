@@ -118,14 +118,15 @@ final class BridgeFixture {
             """)
     }
 
-    /// The database as an earlier release (bridge schema version 2) left it: versions 3 to 5 undone.
+    /// The database as an earlier release (bridge schema version 2) left it: versions 3 to 7 undone.
     func backToSchemaVersion2() throws {
         try cluster.sql("""
             DROP TABLE sensor_arrivals, sensor_device_outages, sensor_no_shows; ALTER TABLE sensor_devices DROP COLUMN storage_fault;
             ALTER TABLE sensor_levels DROP COLUMN unknown;
             ALTER TABLE sensor_devices DROP COLUMN status, DROP COLUMN status_at, DROP COLUMN heard_at;
             ALTER TABLE sensor_devices DROP COLUMN offline_boot, DROP COLUMN offline_connection;
-            DELETE FROM sensor_schema_migrations WHERE version IN (3, 4, 5, 6)
+            DROP TRIGGER sensor_spot_truth ON spots; DROP FUNCTION sensor_spot_truth();
+            DELETE FROM sensor_schema_migrations WHERE version IN (3, 4, 5, 6, 7)
             """, database: database)
     }
 

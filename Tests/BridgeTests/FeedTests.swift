@@ -340,10 +340,15 @@ import TestSupport
         try fixture.startBridge(config: "accept_simulated: true\nreassert_every: 200ms\nsnapshot_every: 2s\n")
         #expect(fixture.waitFor("SELECT count(DISTINCT taken_at) >= 2 FROM occupancy_snapshots", "t"), "\(fixture.bridge?.stderr ?? "")")
         let latest = "SELECT level_code || ' ' || total || ' ' || free || ' ' || reserved || ' ' || occupied || ' ' || source FROM occupancy_snapshots WHERE taken_at = (SELECT max(taken_at) FROM occupancy_snapshots) ORDER BY level_code"
-        // P1 from the lane count (30 of 60, one reserved); P3 from its spots (the unknown one out of
-        // the total); P2's count is unknown: no row rather than a false number.
-        #expect(fixture.query(latest) == "P1 60 29 1 30 sensor\nP3 47 46 0 1 sensor", "\(fixture.query(latest))")
-        #expect(fixture.query("SELECT count(*) FROM occupancy_snapshots WHERE level_code = 'P2'") == "0")
+        // P1 from the lane count (30 of 60, one reserved); P3 has a spot whose sensor cannot see and P2's count is
+        // unknown: no row for either rather than a false number (issue 36: a level's row only while every sensed spot
+        // of it is known).
+        #expect(fixture.query(latest) == "P1 60 29 1 30 sensor", "\(fixture.query(latest))")
+        #expect(fixture.query("SELECT count(*) FROM occupancy_snapshots WHERE level_code IN ('P2', 'P3')") == "0")
+        // The sensor sees again: P3 from its spots.
+        device.spot("P3-A-02", "free", since: wireTime())
+        #expect(fixture.waitFor("SELECT count(*) > 0 FROM occupancy_snapshots WHERE level_code = 'P3' AND total = 48 AND free = 47 AND occupied = 1", "t"),
+                "\(fixture.query("SELECT string_agg(total || '/' || free, ' ') FROM occupancy_snapshots WHERE level_code = 'P3'"))")
         #expect(fixture.query("SELECT count(*) FROM occupancy_snapshots WHERE extract(epoch FROM taken_at)::bigint % 2 <> 0") == "0")
         #expect(fixture.query("SELECT count(*) FROM (SELECT level_code, taken_at FROM occupancy_snapshots GROUP BY 1, 2 HAVING count(*) > 1) d") == "0")
     }

@@ -422,17 +422,23 @@ enum SQL {
 
     /// One row per level per slot ($1 seconds, the slot chosen and written on the database's clock), like the
     /// simulator's; run at every sweep, `ON CONFLICT DO NOTHING`, so a slot is written once, as soon as there is data
-    /// for it. Levels with spot sensors are counted from `spots` (disabled spots are not in the total, so an unknown
-    /// spot is never counted free), and get no row while their known total is 0 (every spot unknown: a gap, not
-    /// "0 free"); levels counted by lanes only take the level state, and none while its count is unknown.
+    /// for it. Levels with spot sensors are counted from `spots`, and only while every sensed spot of the level is
+    /// known: a spot whose sensor cannot see (unknown, its device stale) skips the level's row, whatever `spots` says of
+    /// it (a hold or an app check-in there is no count of the level: one held spot in an outage made a row of total 1,
+    /// reserved 1, which the forecasts read as 100 % full). An administrator's disabled spot is out of the total, as in
+    /// the simulator's rows. Levels counted by lanes only take the level state, and none while its count is unknown.
     static let snapshot = """
         WITH slot AS (SELECT to_timestamp(floor(extract(epoch FROM now()) / $1::double precision) * $1::double precision) AS taken_at),
         sensed AS (
           SELECT sp.level_code, count(*) FILTER (WHERE sp.status <> 'disabled') AS total,
                  count(*) FILTER (WHERE sp.status = 'free') AS free,
                  count(*) FILTER (WHERE sp.status = 'reserved') AS reserved,
-                 count(*) FILTER (WHERE sp.status = 'occupied') AS occupied
+                 count(*) FILTER (WHERE sp.status = 'occupied') AS occupied,
+                 count(*) FILTER (WHERE (ss.state = 'unknown' OR coalesce(d.stale, false))
+                                  AND NOT (sp.status = 'disabled' AND sp.source IS DISTINCT FROM 'sensor')) AS unknown
           FROM spots sp
+          LEFT JOIN sensor_spots ss ON ss.spot_id = sp.id
+          LEFT JOIN sensor_devices d ON d.site = ss.site AND d.device = ss.device
           WHERE sp.level_code IN (SELECT s2.level_code FROM spots s2 JOIN sensor_spots ss ON ss.spot_id = s2.id)
           GROUP BY sp.level_code
         ),
@@ -445,7 +451,8 @@ enum SQL {
             AND l.level_code IN (SELECT code FROM levels)
         )
         INSERT INTO occupancy_snapshots (level_code, taken_at, total, free, reserved, occupied, source)
-        SELECT level_code, (SELECT taken_at FROM slot), total, free, reserved, occupied, 'sensor' FROM sensed WHERE total > 0
+        SELECT level_code, (SELECT taken_at FROM slot), total, free, reserved, occupied, 'sensor' FROM sensed
+        WHERE total > 0 AND unknown = 0
         UNION ALL
         SELECT level_code, (SELECT taken_at FROM slot), total, greatest(total - occupied - reserved, 0), reserved, occupied, 'sensor'
         FROM lanes

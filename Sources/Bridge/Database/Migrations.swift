@@ -133,6 +133,42 @@ enum Migrations {
             // connection or an earlier one, applied by another bridge of a shared group after it, is older news.
             "ALTER TABLE sensor_devices ADD COLUMN offline_boot bigint, ADD COLUMN offline_connection bigint",
         ]),
+        Step(version: 7, name: "the sensor's truth holds at the backend's own writes: a spot it sees taken is never set free", statements: [
+            // The backend's release, cancel and expiry set a spot `free` knowing nothing of sensors (a user releases
+            // while the car is still parked): before, the spot was listed free, and could be reserved by another user,
+            // until the bridge's next re-assert (up to `reassert_every`). This trigger corrects such a write in the same
+            // statement, so no transaction ever sees it free: a car sensed (its device not stale) → `occupied`; a sensor
+            // that cannot see (unknown, its device stale) → `disabled`; either with source 'sensor', as the re-assert
+            // would write it. Only writes that set `free` from outside the sensors (source not 'sensor') are looked at:
+            // the bridge's own writes cost nothing. SECURITY DEFINER with a pinned search_path: the backend's role need
+            // not read the bridge's tables, and no schema it can write to is searched.
+            """
+            DO $migration$ BEGIN EXECUTE format($create$
+              CREATE OR REPLACE FUNCTION sensor_spot_truth() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+              SET search_path = pg_catalog, %I, pg_temp AS $body$
+              DECLARE sensed record;
+              BEGIN
+                SELECT ss.state, coalesce(ss.since, ss.updated_at) AS at, coalesce(d.stale, false) AS stale INTO sensed
+                  FROM sensor_spots ss LEFT JOIN sensor_devices d ON d.site = ss.site AND d.device = ss.device
+                  WHERE ss.spot_id = NEW.id;
+                IF NOT FOUND THEN RETURN NEW; END IF;
+                IF sensed.state = 'occupied' AND NOT sensed.stale THEN
+                  NEW.status := 'occupied'; NEW.source := 'sensor'; NEW.updated_at := sensed.at;
+                ELSIF sensed.stale OR sensed.state = 'unknown' THEN
+                  NEW.status := 'disabled'; NEW.source := 'sensor';
+                END IF;
+                RETURN NEW;
+              END $body$
+            $create$, current_schema()); END $migration$
+            """,
+            // (`OR REPLACE`, `IF EXISTS`: the README's roll back drops both and keeps the version row; deleting it and
+            // migrating again brings them back.)
+            "DROP TRIGGER IF EXISTS sensor_spot_truth ON spots",
+            """
+            CREATE TRIGGER sensor_spot_truth BEFORE UPDATE OF status ON spots FOR EACH ROW
+              WHEN (NEW.status = 'free' AND NEW.source IS DISTINCT FROM 'sensor') EXECUTE FUNCTION sensor_spot_truth()
+            """,
+        ]),
     ]
 
     static var latest: Int { steps.map(\.version).max() ?? 0 }
