@@ -130,6 +130,7 @@ import TestSupport
             SELECT to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') FROM reservations WHERE spot_id = '\(spot)'
             """) }
         let late = expiry("P1-A-01")
+        let ownTime = expiry("P1-A-03")   // (its car's wait for the check-in moves expires_at on)
         let onTime = fixture.query("""
             SELECT to_char((expires_at - interval '1 millisecond') AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
             FROM reservations WHERE spot_id = 'P1-A-02'
@@ -145,7 +146,7 @@ import TestSupport
                                 "P1-A-01 unreserved,P1-A-02 checked_in"), "\(fixture.bridge?.stderr ?? "")")
         #expect(fixture.query("SELECT string_agg(spot_id || ' ' || status, ',' ORDER BY spot_id) FROM reservations")
                 == "P1-A-01 active,P1-A-02 fulfilled,P1-A-03 active")
-        #expect(fixture.waitFor("SELECT now() > expires_at + interval '1 second' FROM reservations WHERE spot_id = 'P1-A-03'", "t"))
+        #expect(fixture.waitFor("SELECT now() > '\(ownTime)'::timestamptz + interval '1 second'", "t"))
         #expect(fixture.waitFor("SELECT count(*) FROM spots WHERE id = 'P1-A-03' AND status = 'occupied'", "1"))
         #expect(fixture.query("SELECT status FROM reservations WHERE spot_id = 'P1-A-03'") == "active", "expired under its car")
         device.event("spot.checkin", #""spot":"P1-A-03","level":"P1","arrival":"\#(arrived)""#)
@@ -310,6 +311,87 @@ import TestSupport
         device.event("spot.vacated", #""spot":"P1-A-01","level":"P1""#)
         #expect(fixture.waitFor("SELECT status || '/' || source FROM spots WHERE id = 'P1-A-01'", "free/sensor"))
         #expect(fixture.api("api_reserve('\(fixture.appUser())', 'P1-A-01')") != nil)
+    }
+
+    /// A checked-in car leaves while its board is down (issue 36, item 1): after the restart the board reports the spot
+    /// free with no `since`. Before, the bridge released only on a timed departure: the reservation stayed `fulfilled`
+    /// for ever, its spot `reserved` to everyone else and "find my car" showing the car. Now the departure the board
+    /// did not see ends it, released when the evidence first shows the car gone (the board back), both bounds recorded
+    /// on the arrival. An app check-in whose car the sensor never saw is not ended so (that is the no-show rule's).
+    @Test func aDepartureTheBoardMissedStillEndsTheReservation() throws {
+        let fixture = try BridgeFixture()
+        let bridge = try fixture.startBridge()
+        let parked = try #require(fixture.api("api_reserve('\(fixture.appUser())', 'P1-A-01')"))
+        let pressed = try #require(fixture.api("api_reserve('\(fixture.appUser())', 'P1-A-02')"))
+        #expect(fixture.api("api_check_in('\(pressed)')") != nil, "\"I parked\" before the car came")
+        var device = FakeDevice(fixture.broker)
+        device.online()
+        device.spot("P1-A-02", "free", since: nil)   // as a board starts: free, since unknown
+        device.event("spot.checkin", #""spot":"P1-A-01","level":"P1","arrival":"\#(wireTime())""#)
+        #expect(fixture.waitFor("SELECT kind || ' ' || reservation_id FROM sensor_arrivals", "checked_in \(parked)"), "\(bridge.stderr)")
+        #expect(fixture.query("SELECT status FROM reservations WHERE id = '\(parked)'") == "fulfilled")
+
+        // The board stops; the car leaves while it is down; the board starts again and sees the spot free, since unknown.
+        device.offline()
+        #expect(fixture.waitFor("SELECT count(*) FROM sensor_device_outages", "1"))
+        var restarted = FakeDevice(fixture.broker)
+        restarted.boot = 2
+        restarted.skip(device.seq)   // seqs go on across boots
+        restarted.online()
+        #expect(fixture.waitFor("SELECT count(*) FROM sensor_device_outages WHERE ended IS NOT NULL", "1"))
+        restarted.spot("P1-A-01", "free", since: nil)
+        restarted.spot("P1-A-02", "free", since: nil)
+        #expect(fixture.waitFor("SELECT status FROM reservations WHERE id = '\(parked)'", "released", seconds: 10), "\(bridge.stderr)")
+        #expect(fixture.query("""
+            SELECT a.departure_after = o.began AND a.departure_by = o.ended AND r.released_at = o.ended
+            FROM sensor_arrivals a, sensor_device_outages o, reservations r WHERE r.id = '\(parked)'
+            """) == "t", "released between the board's last word and its return, at the return")
+        #expect(fixture.waitFor("SELECT status || '/' || coalesce(held_by::text, '-') FROM spots WHERE id = 'P1-A-01'", "free/-"))
+        #expect(fixture.query("SELECT properties->>'departure_estimated' FROM telemetry_events WHERE name = 'sensor_check_out'") == "true")
+        #expect(fixture.api("api_reserve('\(fixture.appUser())', 'P1-A-01')") != nil, "the spot is offered again")
+        // The app's check-in with no sensed arrival: still the user's (the no-show rule decides, not this one).
+        #expect(fixture.query("SELECT status FROM reservations WHERE id = '\(pressed)'") == "fulfilled")
+    }
+
+    /// A car that parks inside its hold, then waits for `checkin_after` (issue 36, item 3): at the hold's end the app's
+    /// own `GET /reservations/me` runs the backend's expiry. Before, the hold expired there, the arrival was recorded
+    /// as unreserved and "find my car" was empty. Now the hold is kept alive in the backend's own terms (its
+    /// `expires_at` moved on) from the batch that applies the arrival, and the check-in fulfils it at the arrival. A car
+    /// that leaves before its check-in (a passer-by) stops the renewal and fulfils nothing.
+    @Test func aHoldWhoseCarCameInTimeOutlivesTheAppsOwnExpiry() throws {
+        let fixture = try BridgeFixture()
+        let bridge = try fixture.startBridge()
+        let holder = fixture.appUser()
+        let hold = try #require(fixture.api("api_reserve('\(holder)', 'P1-A-01', interval '3 seconds')"))
+        let passed = try #require(fixture.api("api_reserve('\(fixture.appUser())', 'P1-A-02', interval '3 seconds')"))
+        var device = FakeDevice(fixture.broker)
+        device.online()
+        let arrival = wireTime()
+        device.event("spot.occupied", at: arrival, #""spot":"P1-A-01","level":"P1""#)
+        device.event("spot.occupied", #""spot":"P1-A-02","level":"P1""#)
+        #expect(fixture.waitFor("SELECT count(*) FROM spots WHERE id IN ('P1-A-01', 'P1-A-02') AND status = 'occupied'", "2"),
+                "\(bridge.stderr)")
+        device.event("spot.vacated", #""spot":"P1-A-02","level":"P1""#)   // the passer-by goes
+        #expect(fixture.waitFor("SELECT status FROM spots WHERE id = 'P1-A-02'", "reserved"))
+        let passedUntil = fixture.query("SELECT expires_at FROM reservations WHERE id = '\(passed)'")
+
+        // The holds' own time passes; the holder's app asks for its reservation (the backend's expiry runs first).
+        #expect(fixture.waitFor("SELECT now() > created_at + interval '4 seconds' FROM reservations WHERE id = '\(hold)'", "t", seconds: 10))
+        #expect(fixture.api("api_expire()") != nil)
+        #expect(fixture.query("SELECT status || ' ' || (expires_at > now()) FROM reservations WHERE id = '\(hold)'") == "active true",
+                "the car is there, its check-in waits: the hold must not expire")
+        #expect(fixture.query("SELECT expires_at FROM reservations WHERE id = '\(passed)'") == passedUntil,
+                "the passer-by's spot: not renewed once the car left")
+
+        // checkin_after later: the check-in fulfils the hold at the arrival.
+        device.event("spot.checkin", #""spot":"P1-A-01","level":"P1","arrival":"\#(arrival)""#)
+        #expect(fixture.waitFor("SELECT status FROM reservations WHERE id = '\(hold)'", "fulfilled"), "\(bridge.stderr)")
+        #expect(fixture.query("SELECT kind || ' ' || reservation_id FROM sensor_arrivals WHERE spot_id = 'P1-A-01'") == "checked_in \(hold)")
+        #expect(epochMs(fixture, "SELECT checked_in_at FROM reservations WHERE id = '\(hold)'")
+                == epochMs(fixture, "'\(arrival)'::timestamptz"))
+        #expect(fixture.query("SELECT status || '/' || held_by FROM spots WHERE id = 'P1-A-01'") == "occupied/\(holder)")
+        #expect(fixture.query("SELECT status || ' ' || (expires_at < created_at + interval '\(3 + 60 + 5) seconds') FROM reservations WHERE id = '\(passed)'")
+                == "active true", "the passer-by's hold runs out at most a minute after its own time")
     }
 
     /// A level's snapshot only while every sensed spot of it is known (issue 36, item 4): during an outage P2's only

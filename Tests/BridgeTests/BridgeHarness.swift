@@ -118,7 +118,7 @@ final class BridgeFixture {
             """)
     }
 
-    /// The database as an earlier release (bridge schema version 2) left it: versions 3 to 7 undone.
+    /// The database as an earlier release (bridge schema version 2) left it: versions 3 to 8 undone.
     func backToSchemaVersion2() throws {
         try cluster.sql("""
             DROP TABLE sensor_arrivals, sensor_device_outages, sensor_no_shows; ALTER TABLE sensor_devices DROP COLUMN storage_fault;
@@ -126,7 +126,7 @@ final class BridgeFixture {
             ALTER TABLE sensor_devices DROP COLUMN status, DROP COLUMN status_at, DROP COLUMN heard_at;
             ALTER TABLE sensor_devices DROP COLUMN offline_boot, DROP COLUMN offline_connection;
             DROP TRIGGER sensor_spot_truth ON spots; DROP FUNCTION sensor_spot_truth();
-            DELETE FROM sensor_schema_migrations WHERE version IN (3, 4, 5, 6, 7)
+            DELETE FROM sensor_schema_migrations WHERE version IN (3, 4, 5, 6, 7, 8)
             """, database: database)
     }
 

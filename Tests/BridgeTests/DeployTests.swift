@@ -121,14 +121,14 @@ import TestSupport
 
         let refused = try runBridge(["run", "--migrate", "--broker", fixture.broker.url, "--database", ownURL])
         #expect(refused.code == 78, "\(refused.err)")
-        #expect(refused.err.contains("role \(role) may not migrate the database to bridge schema version 7"), "\(refused.err)")
+        #expect(refused.err.contains("role \(role) may not migrate the database to bridge schema version 8"), "\(refused.err)")
         #expect(refused.err.contains("hint: as the owner of the backend's tables run: parkwise-bridge migrate --grant \(role)"),
                 "\(refused.err)")
         #expect(fixture.query("SELECT max(version) FROM sensor_schema_migrations") == "2")
 
         let bridge = try fixture.startBridge(extra: ["--migrate"])   // the tables' owner
-        #expect(bridge.stderr.contains("bridge schema migrated") && bridge.stderr.contains("from=2 to=7 steps=3,4,5,6,7"), "\(bridge.stderr)")
-        #expect(fixture.query("SELECT max(version) FROM sensor_schema_migrations") == "7")
+        #expect(bridge.stderr.contains("bridge schema migrated") && bridge.stderr.contains("from=2 to=8 steps=3,4,5,6,7,8"), "\(bridge.stderr)")
+        #expect(fixture.query("SELECT max(version) FROM sensor_schema_migrations") == "8")
         let device = FakeDevice(fixture.broker)
         device.online(storageFault: "disk full")   // version 3's column
         #expect(fixture.waitFor("SELECT storage_fault FROM sensor_devices", "disk full"), "\(bridge.stderr)")

@@ -388,8 +388,15 @@ final class Applier {
             textArray(writes.map { String($0.order) }),
         ]).rows.compactMap { $0[0] })
         touchedSpots.formUnion(applied)
+        // A car on a held spot: its hold is kept alive for the check-in, before any reservation call can expire it.
+        let occupied = writes.filter { $0.state == "occupied" && applied.contains($0.spot) }.map(\.spot)
+        if !occupied.isEmpty { try db.query(SQL.keepHoldsWithArrival, [textArray(occupied)]) }
         for write in writes where write.isState && applied.contains(write.spot) {
-            guard let since = write.since else { continue }
+            guard let since = write.since else {
+                // Free, since nobody knows when (a board that restarted): the departure it did not see, estimated.
+                if write.state == "free" { try checkOutUntimed(write.spot) }
+                continue
+            }
             if write.state == "occupied" && write.checkedIn { try arrived(write.key, write.spot, at: since) }
             if write.state == "free" { try checkOut(write.spot, departure: since) }
         }
@@ -415,6 +422,14 @@ final class Applier {
         try db.query(SQL.checkOut, [spot, departure])
     }
 
+    private func checkOutUntimed(_ spot: String) throws(PostgresError) {
+        touchedSpots.insert(spot)
+        let released = try db.query(SQL.checkOutUntimed, [spot]).rows.count
+        if released > 0 {
+            onCommit { Log.info("departure not seen by the board, reservation released at its estimate", ["spot": spot]) }
+        }
+    }
+
     // MARK: - Sweeps
 
     /// Brings `spots` in line with the sensors' view: the batch's spots, or all of them.
@@ -430,6 +445,12 @@ final class Applier {
     /// the reservation row): how many were completed now.
     func sweepReservations() throws(PostgresError) -> Int {
         try db.query(SQL.sweepCheckIns).rows.count + db.query(SQL.sweepCheckOuts).rows.count
+            + db.query(SQL.checkOutUntimed, [nil]).rows.count
+    }
+
+    /// Holds whose car came in time, kept alive for their check-in (`SQL.keepHoldsWithArrival`): how many.
+    func keepHoldsWithArrival() throws(PostgresError) -> Int {
+        try db.query(SQL.keepHoldsWithArrival, [nil]).rows.count
     }
 
     /// Holds that ran out, expired as the backend expires them: their spots.

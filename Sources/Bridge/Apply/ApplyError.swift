@@ -14,6 +14,7 @@ enum WholeStatement: String, Sendable, CustomStringConvertible {
     case markStale = "mark_stale"
     case checkGaps = "check_gaps"
     case sweepReservations = "sweep_reservations"
+    case keepHolds = "keep_holds"
     case expireHolds = "expire_holds"
     case releaseNoShows = "release_no_shows"
     case reassertAll = "reassert_all"
@@ -28,7 +29,7 @@ enum WholeStatement: String, Sendable, CustomStringConvertible {
         case .commit: "(deferred constraints and triggers)"
         case .refreshSpots, .reassertAll: "spots"
         case .checkGaps: "sensor_gaps"
-        case .sweepReservations, .expireHolds, .releaseNoShows: "reservations"
+        case .sweepReservations, .keepHolds, .expireHolds, .releaseNoShows: "reservations"
         case .snapshot: "occupancy_snapshots"
         }
     }

@@ -247,13 +247,13 @@ enum SQL {
     /// The product's telemetry for reservations the sensors completed (`telemetry_events`, counted by the backend's
     /// analytics): snake_case names, a few properties within the backend's limits. Reads the CTE `done`
     /// (id, user_id, spot_id, created_at, checked_in_at, released_at).
-    private static func telemetry(_ name: String) -> String {
+    private static func telemetry(_ name: String, more: String = "") -> String {
         """
         INSERT INTO telemetry_events (user_id, name, properties)
         SELECT done.user_id, '\(name)', jsonb_strip_nulls(jsonb_build_object(
                  'reservation_id', done.id::text, 'spot_id', done.spot_id, 'level', sp.level_code,
                  'lead_s', round(extract(epoch FROM done.checked_in_at - done.created_at)),
-                 'stay_s', round(extract(epoch FROM done.released_at - done.checked_in_at))))
+                 'stay_s', round(extract(epoch FROM done.released_at - done.checked_in_at))\(more)))
         FROM done LEFT JOIN spots sp ON sp.id = done.spot_id
         """
     }
@@ -323,6 +323,41 @@ enum SQL {
         SELECT id FROM done
         """
 
+    /// A departure the board did not see (issue 36): a spot sensed free with no `since` (a board that restarted, or a
+    /// sensor that recovered, knows the car is gone but not since when) ends the sensed check-in of its `fulfilled`
+    /// reservation — only one whose car the sensor saw arrive (an app check-in whose car never came is the no-show
+    /// rule's). Released at the earliest moment the evidence shows the car gone, with both bounds recorded on its
+    /// arrival (`sensor_arrivals.departure_after` / `departure_by`): after the check-in and after the device's last
+    /// outage since then began (the car was shown there until then); by that outage's end (the board came back
+    /// without it) or else when the free state was applied. Counted as `sensor_check_out` with
+    /// `departure_estimated: true`. $1: one spot, or NULL for every spot (the sweep's).
+    static let checkOutUntimed = """
+        WITH r AS (
+          SELECT r.id, a.spot_id, a.arrival, greatest(r.checked_in_at, o.began) AS after,
+                 CASE WHEN o.ended > greatest(r.checked_in_at, o.began) THEN least(o.ended, ss.updated_at)
+                      ELSE ss.updated_at END AS by
+          FROM reservations r
+          JOIN sensor_spots ss ON ss.spot_id = r.spot_id
+          JOIN LATERAL (SELECT spot_id, arrival FROM sensor_arrivals WHERE reservation_id = r.id
+                        ORDER BY arrival DESC LIMIT 1) a ON true
+          LEFT JOIN LATERAL (SELECT began, ended FROM sensor_device_outages
+                             WHERE site = ss.site AND device = ss.device AND began >= r.checked_in_at
+                             ORDER BY began DESC LIMIT 1) o ON true
+          WHERE r.status = 'fulfilled' AND r.released_at IS NULL AND ss.state = 'free' AND ss.since IS NULL
+            AND ss.updated_at > r.checked_in_at AND ($1::text IS NULL OR r.spot_id = $1::text)
+          FOR UPDATE OF r SKIP LOCKED
+        ), done AS (
+          UPDATE reservations SET status = 'released', released_at = r.by FROM r WHERE reservations.id = r.id
+          RETURNING \(done)
+        ), marked AS (
+          UPDATE sensor_arrivals a SET departure_after = r.after, departure_by = r.by FROM r
+          WHERE a.spot_id = r.spot_id AND a.arrival = r.arrival
+        ), told AS (
+          \(telemetry("sensor_check_out", more: ", 'departure_estimated', true"))
+        )
+        SELECT id FROM done
+        """
+
     /// The sweep's check-ins: an active reservation on a spot the sensor sees occupied and checked in since an arrival
     /// inside the reservation's window (a check-in skipped while the API held the row).
     static let sweepCheckIns = """
@@ -383,6 +418,34 @@ enum SQL {
         )
         SELECT spot_id FROM expired
         """
+
+    /// A hold whose car came in time is kept alive in the backend's own terms while its check-in waits (issue 36): the
+    /// agent checks a car in only after `checkin_after` (2 minutes by default) of staying, and the backend's expiry —
+    /// run by any reservation call, the app's own `GET /reservations/me` at the hold's end included — expires an
+    /// `active` reservation whose `expires_at` has passed, whatever the sensors saw; the arrival was then recorded as
+    /// unreserved. So an `active` reservation whose spot is sensed occupied (device not stale) since an arrival inside
+    /// its window gets `expires_at = now() + holdKeptFor` whenever less than half of that is left: at the batch that
+    /// applies the arrival and at every sweep. The check-in then fulfils it at the arrival. A car that leaves before
+    /// its check-in (a passer-by, a wrong car) stops the renewal: the hold runs out at most `holdKeptFor` after its
+    /// own time. $1: the spots (NULL: every spot, the sweep's). Returns the reservations kept.
+    static let keepHoldsWithArrival = """
+        WITH r AS (
+          SELECT r.id FROM reservations r
+          JOIN sensor_spots ss ON ss.spot_id = r.spot_id
+          JOIN sensor_devices d ON d.site = ss.site AND d.device = ss.device
+          WHERE r.status = 'active' AND ss.state = 'occupied' AND NOT d.stale
+            AND ss.since >= r.created_at AND ss.since < r.expires_at
+            AND r.expires_at < now() + interval '\(holdKeptFor / 2) seconds'
+            AND ($1::text[] IS NULL OR r.spot_id = ANY($1::text[]))
+          FOR UPDATE OF r SKIP LOCKED
+        )
+        UPDATE reservations SET expires_at = now() + interval '\(holdKeptFor) seconds' FROM r WHERE reservations.id = r.id
+        RETURNING reservations.id
+        """
+
+    /// How long a hold whose car waits for its check-in is kept ahead (seconds): many sweeps, so a slow batch or sweep
+    /// never lets the backend's expiry in first.
+    static let holdKeptFor = 60
 
     /// The no-show rule ($1 seconds): a reservation the app checked in (`fulfilled`, not released) whose car the sensor
     /// never saw — its spot sensed free since before the check-in, its device online and not stale, no arrival matched

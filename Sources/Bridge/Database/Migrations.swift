@@ -169,6 +169,11 @@ enum Migrations {
               WHEN (NEW.status = 'free' AND NEW.source IS DISTINCT FROM 'sensor') EXECUTE FUNCTION sensor_spot_truth()
             """,
         ]),
+        Step(version: 8, name: "a departure the board did not see: its bounds on the arrival", statements: [
+            // A reservation released on a departure no event timed (a board restarted, or a sensor recovered, and saw
+            // the spot free): between when the car was last shown there and when it was first shown gone.
+            "ALTER TABLE sensor_arrivals ADD COLUMN departure_after timestamptz, ADD COLUMN departure_by timestamptz",
+        ]),
     ]
 
     static var latest: Int { steps.map(\.version).max() ?? 0 }

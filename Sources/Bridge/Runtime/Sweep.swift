@@ -41,6 +41,7 @@ struct Sweep {
         for key in stale ?? [] { Log.warn("device offline too long, its spots leave the free count", ["device": key]) }
         let gaps = try step(.checkGaps) { () throws(PostgresError) in try applier.checkGaps(after: gapWait) } ?? []
         for key in gaps { Log.warn("events missing, reconciling from the device's retained states", ["device": key]) }
+        try step(.keepHolds) { () throws(PostgresError) in try applier.keepHoldsWithArrival() }
         let expired = try step(.expireHolds) { () throws(PostgresError) in try applier.expireHolds() } ?? []
         if !expired.isEmpty { Log.info("holds ran out, reservations expired", ["count": expired.count, "spots": listed(expired)]) }
         if let noShowAfter = config.noShowAfter.map(seconds) {
