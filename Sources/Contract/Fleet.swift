@@ -66,6 +66,8 @@ public enum FleetTable {
             if isStale, let heard = board.heardAt { notes.append("nothing heard for \(age(now - heard))") }
             if let fault = s?.storageFault, board.online { notes.append("storage: \(fault)") }
             if let refused = s?.publishRefused, board.online { notes.append("broker refuses its events: \(refused)") }
+            // FOR counts from the agent's start: a link that dropped since is said, or "online 3h" hides it.
+            if let n = s?.reconnects, n > 0, board.online { notes.append("reconnected \(n == 1 ? "once" : "\(n) times")") }
             if let mode = s?.mode { notes.append("\(mode) feed") }
             if !board.online, s != nil { notes.append("last known") }
             rows.append([

@@ -240,6 +240,32 @@ import Testing
         _ = broker
     }
 
+    /// This board's own certificate expired (issue 33): the fix is a new certificate for this device and an agent restart,
+    /// not a broker restart.
+    @Test func anExpiredBoardCertificateSaysIssueOneForThisDeviceNotRestartTheBroker() throws {
+        let pki = try TestPKI(deviceDays: -1)
+        let tlsPort = freePort()
+        let broker = try Broker(extraConfig: pki.listener(tlsPort, requireCertificate: true))
+        let dir = temporaryDirectory()
+        let config = try writeConfig(dir, mqtt: """
+              brokers: ["mqtts://127.0.0.1:\(tlsPort)"]
+              tls: { ca: \(pki.ca), cert: \(pki.deviceCert), key: \(pki.deviceKey) }
+            """, device: "busy")
+        let (code, report, output) = try doctor(config)
+        #expect(code != 0, "\(output)")
+        let day = ISO8601DateFormatter()
+        day.formatOptions = [.withFullDate]
+        let yesterday = day.string(from: Date(timeIntervalSinceNow: -86_400))
+        let step = try #require(checks(report, section: "credentials").first {
+            $0["title"] as? String == "TLS certificate file (CN busy) expired on \(yesterday)" }, "\(output)")
+        #expect(step["status"] as? String == "failed")
+        let fix = step["fix"] as? String ?? ""
+        #expect(fix.contains("make-certs.sh /etc/mosquitto/parkwise/certs busy") && fix.contains("restart the agent")
+                && fix.contains("the broker needs no restart"), "\(fix)")
+        #expect(!fix.contains("and restart the broker"), "\(fix)")
+        _ = broker
+    }
+
     /// A listener whose queue is full drops new connections' SYNs, as a black-holed address does: doctor ends anyway,
     /// with the TCP step failed after its timeout.
     @Test func aBlackHoledBrokerCannotHangTheDoctor() throws {

@@ -161,6 +161,25 @@ func isoMilliseconds(_ text: Any?) -> Double? {
         })
         broker.stop()
     }
+
+    /// The simulated garage starts empty, so a level its lanes count starts at 0; a level no lane enters has no lane
+    /// count at all (issue 33: a level with spots and no lane reported a lane count of 0).
+    @Test func aSimulatedLevelWithoutLanesHasNoLaneCount() throws {
+        let dir = temporaryDirectory()
+        let broker = try Broker()
+        // The ramp's garage, and P3 with a spot and no lane.
+        let path = try writeGarage(dir)
+        let garage = try String(contentsOfFile: path, encoding: .utf8)
+            .replacingOccurrences(of: "levels:\n", with: "levels:\n  - { id: P3, capacity: 10 }\n")
+            .replacingOccurrences(of: "spots:\n", with: "spots:\n  - { id: P3-A-01, input: GPIO24 }\n")
+        try garage.write(toFile: path, atomically: true, encoding: .utf8)
+        let agent = try Child(agentBinary, ["run", "--config", path, "--broker", broker.url, "--outbox", dir.path + "/outbox"])
+        defer { agent.signal(SIGTERM); _ = agent.wait(10); broker.stop() }
+        func level(_ id: String) -> [String: Any]? { (try? retainedMessages(broker, prefix + "/state/level/" + id))?.first?.json }
+        #expect(eventually(10) { level("P2") != nil && level("P3") != nil }, "\(agent.stderr)")
+        #expect(level("P2")?["lane_count"] as? Int == 0, "\(level("P2") ?? [:])")
+        #expect(level("P3")?["lane_count"] is NSNull, "\(level("P3") ?? [:])")
+    }
 }
 
 @Suite(.serialized) struct RestartTests {

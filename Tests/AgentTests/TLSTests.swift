@@ -11,8 +11,8 @@ struct TestPKI {
     var deviceCert: String { dir.path + "/device.crt" }
     var deviceKey: String { dir.path + "/device.key" }
 
-    /// `serverDays`: how long the broker certificate lives (-1: it expired yesterday).
-    init(serverDays: Int = 2) throws {
+    /// `serverDays`, `deviceDays`: how long the broker's and the board's certificates live (-1: expired yesterday).
+    init(serverDays: Int = 2, deviceDays: Int = 2) throws {
         dir = temporaryDirectory()
         let d = dir.path
         try run(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=ParkWise test CA",
@@ -22,7 +22,7 @@ struct TestPKI {
                      "-out", "\(d)/\(name).csr"])
             try "subjectAltName=IP:127.0.0.1\n".write(toFile: "\(d)/\(name).ext", atomically: true, encoding: .utf8)
             try run(["x509", "-req", "-in", "\(d)/\(name).csr", "-CA", ca, "-CAkey", d + "/ca.key", "-CAcreateserial",
-                     "-days", name == "server" ? String(serverDays) : "2", "-extfile", "\(d)/\(name).ext", "-out", "\(d)/\(name).crt"])
+                     "-days", String(name == "server" ? serverDays : deviceDays), "-extfile", "\(d)/\(name).ext", "-out", "\(d)/\(name).crt"])
         }
         chmod(deviceKey, 0o600)
         chmod(serverKey, 0o644)   // mosquitto runs as root in the tests, any mode works for it

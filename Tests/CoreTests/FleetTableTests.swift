@@ -53,6 +53,25 @@ import Testing
         #expect(lines[3] == "2 boards: 0 online, 1 offline, 1 stale (stale: online but nothing heard for more than 5m)")
     }
 
+    /// FOR counts from the agent's start: a board whose link dropped since says so in its note (issue 33: "online 3m"
+    /// hid a reconnect); one that never dropped says nothing of it.
+    @Test func aReconnectIsShownBesideHowLongTheBoardIsOnline() {
+        var status = StatusPayload(state: "online", version: "0.2.0", boot: 5, since: "2026-12-02T09:00:00.000Z")
+        status.at = "2026-12-02T11:59:00.000Z"
+        status.clock = "synced"
+        status.reconnects = 3
+        let now = WireTime.unixSeconds("2026-12-02T12:00:00Z")!
+        let dropped = FleetBoard(site: "s", device: "dropped", retained: status)
+        status.reconnects = 1
+        let once = FleetBoard(site: "s", device: "once", retained: status)
+        status.reconnects = 0
+        let steady = FleetBoard(site: "s", device: "steady", retained: status)
+        let lines = FleetTable.lines([dropped, once, steady], now: now, staleAfter: 600)
+        #expect(lines[1].hasPrefix("dropped") && lines[1].hasSuffix("synced  reconnected 3 times"), "\(lines)")
+        #expect(lines[2].hasPrefix("once") && lines[2].hasSuffix("reconnected once"), "\(lines)")
+        #expect(lines[3].hasPrefix("steady") && !lines[3].contains("reconnected"), "\(lines)")
+    }
+
     /// A board whose status says another board uses its device id says so first in its note, and the summary counts it.
     @Test func aDeviceIdConflictIsNamedFirstAndCounted() {
         var status = StatusPayload(state: "online", version: "0.2.0", boot: 5, since: "2026-12-02T11:00:00.000Z")

@@ -52,7 +52,7 @@ enum CheckConfigCommand {
             printError(lowered.text(as: "warning"))
         }
         say("\(path): ok: site \(config.site), device \(config.device), \(count(config.levels.count, "level")) "
-            + "(\(config.levels.map(\.capacity).reduce(0, +)) spaces), \(count(config.lanes.count, "lane")), "
+            + "(\(count(config.levels.map(\.capacity).reduce(0, +), "space"))), \(count(config.lanes.count, "lane")), "
             + "\(count(config.spots.count, "spot")), \(count(config.inputs.count, "input")), board \(describe(config.board))")
         return ExitCode.success
     }

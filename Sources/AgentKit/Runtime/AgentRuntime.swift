@@ -196,8 +196,11 @@ final class AgentRuntime: @unchecked Sendable {
         let start = clock.now()
         garage.start(initial: source.initialLevels(count: garage.inputCount), at: start)
         if case .simulator = source {
-            // The simulated garage starts empty: its lane counts are known from the first minute.
-            for level in config.levels { _ = garage.calibrate(level: level.id, count: 0) }
+            // The simulated garage starts empty: the lane counts of levels its lanes count are known from the first
+            // minute (a level no lane enters or leaves has none: its spots alone say how full it is).
+            for level in config.levels where config.lanes.contains(where: { $0.from == level.id || $0.to == level.id }) {
+                _ = garage.calibrate(level: level.id, count: 0)
+            }
         } else {
             for (level, count) in stamper.state.laneCounts { _ = garage.calibrate(level: level, count: count) }
         }

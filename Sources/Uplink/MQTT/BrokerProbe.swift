@@ -69,8 +69,7 @@ public enum BrokerProbe {
             if failed, let peer, peer.expiry(now: Int64(time(nil))).daysLeft < 0 {
                 // The handshake failed on the expiry: the CA and host name are not what to change.
                 mqtt[handshake].fix = "the broker's certificate\(peer.commonName.map { " (CN \($0))" } ?? "") expired on "
-                    + "\(peer.expiry(now: Int64(time(nil))).date): renew it (deploy/mosquitto/make-certs.sh makes new ones) "
-                    + "and restart the broker"
+                    + "\(peer.expiry(now: Int64(time(nil))).date): " + renewal(.broker, commonName: peer.commonName)
             }
             mqtt.insert(expiryStep(peer, what: "broker certificate"), at: handshake + 1)
         }
@@ -87,7 +86,34 @@ public enum BrokerProbe {
     }
 
     /// A certificate's expiry as a step: ok, a warning within 30 days, failed once expired.
-    public static func expiryStep(_ certificate: CertificateInfo?, what: String, now: Int64 = Int64(time(nil))) -> ProbeStep {
+    /// Whose certificate it is: that decides what renews it.
+    public enum CertificateOwner: Sendable {
+        /// The broker's own (renewed on the broker host, which then restarts).
+        case broker
+        /// The site's CA, which signed the broker's and every board's certificate.
+        case siteCA
+        /// This board's client certificate (CN = its device id): a new one for this device, the broker untouched.
+        case board
+    }
+
+    /// What to do about a certificate that expired or soon will, by whose it is.
+    static func renewal(_ owner: CertificateOwner, commonName: String?) -> String {
+        switch owner {
+        case .broker:
+            return "renew it (deploy/mosquitto/make-certs.sh makes new ones) and restart the broker"
+        case .siteCA:
+            return "the site's CA signed the broker's and every board's certificate: make a new CA and new certificates for "
+                + "the broker and every board (deploy/mosquitto/README.md), then give this board the new CA file"
+        case .board:
+            let device = commonName ?? "DEVICE"
+            return "issue this board a new one on the broker host (sudo deploy/mosquitto/make-certs.sh "
+                + "/etc/mosquitto/parkwise/certs \(device): the site's CA signs it), copy \(device).crt and \(device).key "
+                + "(mode 0600) to this board's tls cert and key, and restart the agent; the broker needs no restart"
+        }
+    }
+
+    public static func expiryStep(_ certificate: CertificateInfo?, what: String, owner: CertificateOwner = .broker,
+                                  now: Int64 = Int64(time(nil))) -> ProbeStep {
         guard let certificate else {
             return ProbeStep(.warning, "\(what): expiry date not read",
                              detail: "the broker did not show its certificate to a TLS 1.2 hello (a TLS 1.3-only listener?)",
@@ -96,12 +122,11 @@ public enum BrokerProbe {
         let (date, days) = certificate.expiry(now: now)
         let name = certificate.commonName.map { " (CN \($0))" } ?? ""
         if days < 0 {
-            return ProbeStep(.failed, "\(what)\(name) expired on \(date)",
-                             fix: "renew it (deploy/mosquitto/make-certs.sh makes new ones) and restart the broker")
+            return ProbeStep(.failed, "\(what)\(name) expired on \(date)", fix: renewal(owner, commonName: certificate.commonName))
         }
         if days < 30 {
             return ProbeStep(.warning, "\(what)\(name) expires on \(date), in \(days) days",
-                             fix: "renew it before then (deploy/mosquitto/make-certs.sh), or TLS connections will fail")
+                             fix: "before then, or TLS connections will fail: " + renewal(owner, commonName: certificate.commonName))
         }
         return ProbeStep(.ok, "\(what)\(name) valid until \(date) (\(days) days)")
     }
