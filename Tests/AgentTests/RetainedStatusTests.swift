@@ -27,4 +27,18 @@ import Testing
         // Offline nothing is published (every connection publishes the birth anyway).
         #expect(schedule.decide(health(fault: "x"), connected: false, now: { minute }) == .nothing)
     }
+
+    /// The backlog a reconnect published is gone: said at once, not a minute later (issue 33: the fleet views showed an
+    /// already-delivered backlog). An outbox that fills for a moment with each event waits its turn, and emptying it
+    /// again after a status that showed it empty publishes nothing.
+    @Test func anOutboxThatEmptiedAfterAPublishedBacklogGoesOutAtOnce() {
+        var schedule = RetainedStatusSchedule(every: .seconds(60))
+        schedule.didPublish(health(depth: 37), at: 0)   // the connection's status, with the backlog
+        #expect(schedule.decide(health(depth: 12), connected: true, now: { minute / 60 }) == .wake(after: .seconds(59)))
+        #expect(schedule.decide(health(depth: 0), connected: true, now: { minute / 30 }) == .publishNow)
+        schedule.didPublish(health(depth: 0), at: minute / 30)
+        schedule.woke()
+        #expect(schedule.decide(health(depth: 1), connected: true, now: { minute / 20 }) == .wake(after: .seconds(59)))
+        #expect(schedule.decide(health(depth: 0), connected: true, now: { minute / 15 }) == .nothing)
+    }
 }

@@ -3,7 +3,9 @@ import ParkWiseContract
 /// When the retained `status` is republished: only when its facts changed (never for the uptime
 /// alone), at most once per `every`, and only while connected (every connection publishes it
 /// anyway). A change of health a backend must know at once — a storage fault appearing or ending, the clock's
-/// state, a device id conflict appearing or ending — goes out at once, whatever the interval. No timer runs unless a change waits for its turn.
+/// state, a device id conflict appearing or ending, the outbox emptied after a published backlog (the fleet views
+/// showed a delivered backlog for a minute after each reconnect) — goes out at once, whatever the interval. An outbox
+/// that fills waits its turn: each event fills it for a moment. No timer runs unless a change waits for its turn.
 struct RetainedStatusSchedule {
     let every: Duration
     private(set) var published: StatusPayload.Health?
@@ -23,7 +25,8 @@ struct RetainedStatusSchedule {
         guard connected, health != published else { return .nothing }
         if let published, health.storageFault != published.storageFault || health.clock != published.clock
             || (health.idConflict == nil) != (published.idConflict == nil)
-            || (health.publishRefused == nil) != (published.publishRefused == nil) {
+            || (health.publishRefused == nil) != (published.publishRefused == nil)
+            || (health.outboxDepth == 0 && published.outboxDepth > 0) {
             return .publishNow   // an armed wake-up then finds nothing changed
         }
         guard !armed else { return .nothing }
