@@ -25,7 +25,10 @@ public enum LearnableLines {
         let isExpander: (GPIOLineInfo) -> Bool = { info in
             expanderLabels.contains { info.chipLabel.lowercased().hasPrefix($0) }
         }
-        let expanderPresent = inventory.contains(where: isExpander)
+        // The pins of every I2C bus an expander here sits on (its device `3-0020`: bus 3; by label alone: bus 1).
+        let busPins = Set(inventory.filter(isExpander).flatMap { info in
+            (ConfigReader.i2cBusPins[info.chipDevice.flatMap(ConfigReader.i2cBus(ofChip:)) ?? 1] ?? [:]).keys
+        })
         var labelCount: [String: Set<String>] = [:]
         for info in inventory { labelCount[info.chipLabel, default: []].insert(info.chipName) }
         var lines: [Line] = []
@@ -34,7 +37,7 @@ public enum LearnableLines {
             var input: String
             if info.chipLabel == mainChipLabel {
                 guard ConfigReader.boardGPIOs.contains(info.offset),
-                      !(expanderPresent && ConfigReader.i2cBus1[info.offset] != nil) else { continue }
+                      !busPins.contains(info.offset) else { continue }
                 input = "GPIO\(info.offset)"
             } else if isExpander(info) {
                 let chip = labelCount[info.chipLabel, default: []].count == 1 ? info.chipLabel : (info.chipDevice ?? info.chipName)

@@ -183,6 +183,9 @@ import Testing
         let lines = r.out.split(separator: "\n").map(String.init)
         #expect(lines.contains { $0.hasSuffix("I2C bus 1 SDA (8 expanders)  GPIO2 ( 3|4 ) 5V     ") }, "\(r.out)")
         #expect(lines.contains { $0.hasSuffix("I2C bus 1 SCL (8 expanders)  GPIO3 ( 5|6 ) GND    ") }, "\(r.out)")
+        // Its second bus (3-00xx chips) takes GPIO4/5 (issue 33: left free for sensors).
+        #expect(lines.contains { $0.contains("I2C bus 3 SDA (") && $0.contains("GPIO4 ( 7|8 )") }, "\(r.out)")
+        #expect(lines.contains { $0.contains("I2C bus 3 SCL (") && $0.contains("GPIO5 (29|30)") }, "\(r.out)")
         #expect(r.out.contains("; 8 sensors on it"), "\(r.out)")
         // Without expanders (single-gate.yaml) the pins stay unmarked.
         let plain = try runAgent(["lines", "--config", packageRoot + "/hardware/examples/single-gate.yaml"])

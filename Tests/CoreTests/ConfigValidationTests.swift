@@ -73,6 +73,19 @@ import Testing
         #expect(found.first?.mark.line == 9)
     }
 
+    /// An expander on bus 3 (the campus example's second bus) takes GPIO4/5 as bus 1's take GPIO2/3 (issue 33: they
+    /// were left free for sensors).
+    @Test(arguments: [("GPIO4", "SDA"), ("pin 29", "SCL")])
+    func theI2CPinsOfAnExpanderOnBusThreeAreNotInputs(line: String, signal: String) {
+        let yaml = minimal.replacingOccurrences(of: "input: GPIO22", with: "input: \(line)")
+            + "\n  - { id: P2-A-02, input: \"3-0020:GPA0\" }\n"
+        let found = issues(yaml)
+        #expect(found.count == 1, "\(found)")
+        #expect(found.first?.message.hasPrefix("spot P2-A-01 uses GPIO\(line == "GPIO4" ? 4 : 5), which carries I2C bus 3 (\(signal))") == true,
+                "\(found)")
+        #expect(found.first?.hint?.contains("GPIO4 and GPIO5 (pins 7 and 29) belong to the I2C bus") == true, "\(found)")
+    }
+
     @Test func theI2CPinsAreFreeWithoutAnExpanderOnBusOne() throws {
         _ = try parse(minimal.replacingOccurrences(of: "input: GPIO22", with: "input: GPIO2")
                       + "\n  - { id: P2-A-02, input: \"3-0020:GPA0\" }\n")

@@ -77,15 +77,16 @@ enum HeaderDrawing {
             }
         }
         let sensors = sensorByGPIO.count
-        // An expander on I2C bus 1 takes GPIO2/3 (SDA/SCL): marked, so nobody wires a sensor there.
-        let busChips = Set(config.inputs.compactMap { input -> String? in
-            guard input.usesI2CBus1, case .chipLine(let chip, _) = input.ref else { return nil }
-            return chip
-        })
-        if !busChips.isEmpty {
-            let expanders = busChips.count == 1 ? "expander \(busChips.first!)" : "\(busChips.count) expanders"
-            for (gpio, signal) in ConfigReader.i2cBus1 where sensorByGPIO[gpio] == nil {
-                sensorByGPIO[gpio] = "I2C bus 1 \(signal) (\(expanders))"
+        // An expander's I2C bus takes its GPIOs (bus 1: GPIO2/3, bus 3: GPIO4/5, ...): marked, so nobody wires a sensor there.
+        var busChips: [Int: Set<String>] = [:]
+        for input in config.inputs {
+            guard let bus = input.i2cBus, case .chipLine(let chip, _) = input.ref else { continue }
+            busChips[bus, default: []].insert(chip)
+        }
+        for (bus, chips) in busChips {
+            let expanders = chips.count == 1 ? "expander \(chips.first!)" : "\(chips.count) expanders"
+            for (gpio, signal) in ConfigReader.i2cBusPins[bus] ?? [:] where sensorByGPIO[gpio] == nil {
+                sensorByGPIO[gpio] = "I2C bus \(bus) \(signal) (\(expanders))"
             }
         }
         let width = max(20, sensorByGPIO.values.map(\.count).max() ?? 0)
