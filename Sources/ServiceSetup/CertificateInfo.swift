@@ -9,6 +9,21 @@ public struct CertificateInfo: Sendable, Equatable {
     public var commonName: String?
     /// notAfter, seconds since 1970 (UTC).
     public var notAfter: Int64
+    /// notBefore, seconds since 1970 (UTC), when it could be read.
+    public var notBefore: Int64?
+
+    public init(commonName: String?, notAfter: Int64, notBefore: Int64? = nil) {
+        self.commonName = commonName
+        self.notAfter = notAfter
+        self.notBefore = notBefore
+    }
+
+    /// The date it becomes valid ("2026-12-01") when `now` is before it: a clock behind (a board without an RTC before
+    /// NTP set it), not a certificate at fault. Nil once valid (or when notBefore was not read).
+    public func notYetValid(now unixSeconds: Int64) -> String? {
+        guard let notBefore, unixSeconds < notBefore else { return nil }
+        return String(WireTimeDate.format(unixSeconds: notBefore))
+    }
 
     /// A broker that takes the certificate's CN as the username (mosquitto's `use_identity_as_username`, as the
     /// site's broker does) lets the device write only its own tree: the CN must be the config's device id.
@@ -46,7 +61,7 @@ public struct CertificateInfo: Sendable, Equatable {
               let notBefore = DER.element(der, at: fields[3].content),
               let notAfter = DER.element(der, at: notBefore.end),
               let time = DER.time(der, notAfter) else { return nil }
-        return CertificateInfo(commonName: DER.commonName(der, fields[4]), notAfter: time)
+        return CertificateInfo(commonName: DER.commonName(der, fields[4]), notAfter: time, notBefore: DER.time(der, notBefore))
     }
 
     /// "2027-03-01", and how many whole days are left from `now` (negative: expired).

@@ -28,6 +28,25 @@ struct CertificateHostileTests {
         #expect(utc.expiry(now: 0).date == "2049-12-31")
     }
 
+    /// A board whose clock is a year behind (no RTC, NTP not reached): its certificates are "not valid yet". Doctor says
+    /// so with both dates and blames the clock, not the CA, the host name or the broker (issue 33: it said ✓ "valid
+    /// until 2029" and blamed the broker's CA).
+    @Test func aCertificateNotValidYetByTheBoardsClockBlamesTheClock() throws {
+        let info = try #require(CertificateInfo.der(Self.certificate(notAfter: Array("20291231235959Z".utf8))))
+        let yearBehind: Int64 = 1_748_736_000   // 2025-06-01, the certificate's notBefore is 2026-01-01
+        #expect(info.notYetValid(now: yearBehind) == "2026-01-01")
+        let step = BrokerProbe.expiryStep(info, what: "TLS CA file", owner: .siteCA, now: yearBehind)
+        #expect(step.status == .failed)
+        #expect(step.title == "TLS CA file (CN broker) not valid until 2026-01-01: this board's clock says 2025-06-01", "\(step.title)")
+        #expect(step.fix?.contains("this board's clock is behind") == true && step.fix?.contains("not at fault") == true)
+        let cause = try #require(BrokerProbe.handshakeCause(peer: info, now: yearBehind))
+        #expect(cause.hasPrefix("the broker's certificate (CN broker) is valid from 2026-01-01 but this board's clock is behind"), "\(cause)")
+        // With the clock right: valid, and no cause in its dates.
+        let inTime: Int64 = 1_780_000_000   // 2026-05-28
+        #expect(info.notYetValid(now: inTime) == nil && BrokerProbe.handshakeCause(peer: info, now: inTime) == nil)
+        #expect(BrokerProbe.expiryStep(info, what: "TLS CA file", owner: .siteCA, now: inTime).status == .ok)
+    }
+
     @Test func numbersThatAreNotASCIIDigitsAreRefused() {
         // "½" and "٣" are numbers to Character.isNumber but not to Int64(_:).
         #expect(CertificateInfo.der(Self.certificate(notAfter: Array("½½1231235959Z".utf8), tag: 0x17)) == nil)

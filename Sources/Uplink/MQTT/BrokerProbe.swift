@@ -1,3 +1,4 @@
+import ParkWiseContract
 import ServiceSetup
 import Glibc
 
@@ -66,10 +67,9 @@ public enum BrokerProbe {
             }
             let peer: CertificateInfo?
             if case .certificate(let info) = answer { peer = info } else { peer = nil }
-            if failed, let peer, peer.expiry(now: Int64(time(nil))).daysLeft < 0 {
-                // The handshake failed on the expiry: the CA and host name are not what to change.
-                mqtt[handshake].fix = "the broker's certificate\(peer.commonName.map { " (CN \($0))" } ?? "") expired on "
-                    + "\(peer.expiry(now: Int64(time(nil))).date): " + renewal(.broker, commonName: peer.commonName)
+            if failed, let peer, let cause = handshakeCause(peer: peer, now: Int64(time(nil))) {
+                // The handshake failed on the certificate's dates: the CA and host name are not what to change.
+                mqtt[handshake].fix = cause
             }
             mqtt.insert(expiryStep(peer, what: "broker certificate"), at: handshake + 1)
         }
@@ -86,6 +86,22 @@ public enum BrokerProbe {
     }
 
     /// A certificate's expiry as a step: ok, a warning within 30 days, failed once expired.
+    /// What to do when a certificate is not valid yet by this board's clock: the clock is behind, the certificate is right.
+    static let clockBehind = "this board's clock is behind (no RTC, and NTP has not set it): let it reach an NTP server "
+        + "(timedatectl shows 'System clock synchronized: yes'), or set it by hand (date -s), then try again; the "
+        + "certificates and the broker are not at fault"
+
+    /// Why a handshake failed, when a certificate's dates say it (nil: they do not): not valid yet by this board's clock,
+    /// or expired.
+    public static func handshakeCause(peer: CertificateInfo, now: Int64) -> String? {
+        let name = peer.commonName.map { " (CN \($0))" } ?? ""
+        if let from = peer.notYetValid(now: now) {
+            return "the broker's certificate\(name) is valid from \(from) but \(clockBehind)"
+        }
+        let (date, days) = peer.expiry(now: now)
+        return days < 0 ? "the broker's certificate\(name) expired on \(date): " + renewal(.broker, commonName: peer.commonName) : nil
+    }
+
     /// Whose certificate it is: that decides what renews it.
     public enum CertificateOwner: Sendable {
         /// The broker's own (renewed on the broker host, which then restarts).
@@ -121,6 +137,10 @@ public enum BrokerProbe {
         }
         let (date, days) = certificate.expiry(now: now)
         let name = certificate.commonName.map { " (CN \($0))" } ?? ""
+        if let from = certificate.notYetValid(now: now) {
+            return ProbeStep(.failed, "\(what)\(name) not valid until \(from): this board's clock says \(WireTime.formatDate(unixSeconds: now))",
+                             fix: clockBehind)
+        }
         if days < 0 {
             return ProbeStep(.failed, "\(what)\(name) expired on \(date)", fix: renewal(owner, commonName: certificate.commonName))
         }
