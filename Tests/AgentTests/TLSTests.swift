@@ -11,12 +11,22 @@ struct TestPKI {
     var deviceCert: String { dir.path + "/device.crt" }
     var deviceKey: String { dir.path + "/device.key" }
 
-    /// `serverDays`, `deviceDays`: how long the broker's and the board's certificates live (-1: expired yesterday).
-    init(serverDays: Int = 2, deviceDays: Int = 2) throws {
+    /// `serverDays`, `deviceDays`, `caDays`: how long the broker's, the board's and the CA's certificates live (-1:
+    /// expired yesterday).
+    init(serverDays: Int = 2, deviceDays: Int = 2, caDays: Int = 2) throws {
         dir = temporaryDirectory()
         let d = dir.path
-        try run(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=ParkWise test CA",
-                 "-keyout", d + "/ca.key", "-out", ca])
+        if caDays > 0 {
+            try run(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", String(caDays), "-subj", "/CN=ParkWise test CA",
+                     "-keyout", d + "/ca.key", "-out", ca])
+        } else {
+            // `req -x509` takes no past; a self-signed `x509 -req` does.
+            try run(["req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=ParkWise test CA", "-keyout", d + "/ca.key",
+                     "-out", d + "/ca.csr"])
+            try "basicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign\n".write(toFile: d + "/ca.ext", atomically: true, encoding: .utf8)
+            try run(["x509", "-req", "-in", d + "/ca.csr", "-signkey", d + "/ca.key", "-days", String(caDays),
+                     "-extfile", d + "/ca.ext", "-out", ca])
+        }
         for (name, cn) in [("server", "127.0.0.1"), ("device", "busy")] {
             try run(["req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=\(cn)", "-keyout", "\(d)/\(name).key",
                      "-out", "\(d)/\(name).csr"])
@@ -117,6 +127,21 @@ let threeChangesWhenOnline = """
         agent.signal(SIGTERM)
         #expect(agent.wait(10) == 0)
         subscriber.stop()
+    }
+
+    /// A handshake that fails on a certificate's dates says which and why in the log, not only libmosquitto's "A TLS
+    /// error occurred." (issue 33: a board whose clock was behind, or whose CA expired, could not tell).
+    @Test func aHandshakeThatFailsOnACertificatesDatesSaysWhichInTheLog() throws {
+        let pki = try TestPKI(caDays: -1)
+        let tlsPort = freePort()
+        let broker = try Broker(extraConfig: pki.listener(tlsPort))
+        let dir = temporaryDirectory()
+        let agent = try Child(agentBinary, ["run", "--config", try config(dir, port: tlsPort, pki: pki),
+                                            "--replay", try writeTrace(dir, threeChanges), "--outbox", dir.path + "/outbox"])
+        defer { agent.signal(SIGTERM); _ = agent.wait(10) }
+        #expect(eventually(10) { agent.stderr.contains("broker unreachable") }, "\(agent.stderr)")
+        #expect(agent.stderr.contains("the CA \(pki.ca) expired on "), "\(agent.stderr)")
+        _ = broker
     }
 
     /// A broker whose certificate the configured CA did not sign is never trusted.

@@ -111,7 +111,13 @@ public final class MQTTLink: Sendable {
                 Log.warn("broker does not speak MQTT 5, using 3.1.1", ["broker": broker,
                          "note": "a publish it refuses is then acknowledged as if delivered"])
                 continue
-            case .lost(let reason, let wasUp, let upFor, let takenOver, _):
+            case .lost(var reason, let wasUp, let upFor, let takenOver, _):
+                // A failed handshake: its certificates' dates against this board's clock, the cause libmosquitto's "A TLS
+                // error occurred." hides (a clock NTP has not set yet, an expired CA or certificate).
+                if !wasUp, reason.contains("TLS"), let tls = settings.tls,
+                   let cause = CertificateDates.cause(ca: tls.ca, cert: tls.cert, now: Int64(time(nil))) {
+                    reason += " (\(cause))"
+                }
                 if wasUp {
                     attempt = 0
                     let wasContested = watch.active
