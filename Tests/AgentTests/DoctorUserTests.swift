@@ -49,12 +49,18 @@ import Testing
         let dir = temporaryDirectory()
         chmod(dir.path, 0o755)
         let broker = try Broker()
+        // The board's broker password as provisioning leaves it: the service's own, mode 0600 (issue 33: a member of
+        // the group got 3 ✗ and exit 78 for it, and a fix inviting to make it group-readable).
+        let secrets = dir.appendingPathComponent("credentials").path
+        try "username=p2-east\npassword=hunter2\n".write(toFile: secrets, atomically: true, encoding: .utf8)
+        #expect(try runAgentProgram("/usr/bin/chown", ["\(users.service):\(users.group)", secrets]).code == 0)
+        chmod(secrets, 0o600)
         let config = dir.appendingPathComponent("agent.yaml").path
         try """
         site: uniandes
         device: p2-east
         board: simulated
-        mqtt: { brokers: ["\(broker.url)"] }
+        mqtt: { brokers: ["\(broker.url)"], credentials: \(secrets) }
         outbox: { path: \(dir.path)/outbox }
         levels: [ { id: P1, capacity: 20 } ]
         spots: [ { id: P1-A-01, input: GPIO2 } ]
@@ -86,6 +92,14 @@ import Testing
             && $0["title"] as? String == "outbox directory \(outbox) written by the running service" }, "\(output)")
         #expect(outboxChecks.contains { ($0["detail"] as? String)?.hasSuffix("(from the running service)") == true }, "\(output)")
         #expect(!all(report).contains { (($0["fix"] as? String) ?? "").contains("chown") }, "\(output)")
+        // The secret it may not read: said not checked, with whose it is and how to check it, never "make it readable".
+        let secret = try #require(all(report).first { $0["title"] as? String == "not checked: credentials file \(secrets)" }, "\(output)")
+        #expect(secret["status"] as? String == "warning")
+        #expect((secret["detail"] as? String)?.contains("owned by \(users.service), mode 600") == true, "\(output)")
+        #expect((secret["fix"] as? String)?.contains("sudo -u \(users.service) parkwise-agent doctor") == true, "\(output)")
+        #expect(!all(report).contains { (($0["fix"] as? String) ?? "").contains("may read the file") }, "\(output)")
+        #expect(all(report).contains { $0["status"] as? String == "warning"
+            && ($0["title"] as? String)?.hasPrefix("not checked: the brokers") == true }, "\(output)")
 
         // A stranger: not the service's state, not a guess at it; what was not checked, why, and how to get it.
         let (strangerCode, strangerReport, strangerOutput) = try doctor(as: users.stranger, config)

@@ -119,6 +119,10 @@ enum DoctorCommand {
                     settings: settings, broker: .init(host: broker.host, port: broker.port, tls: broker.tls),
                     topics: .init(echo: topics.doctor, commands: topics.commands), timeout: timeout))
             }
+        } else if filesOK {
+            // The files are right as far as this user may see; the broker checks need what only the agent's user may read.
+            add("brokers", [ProbeStep(.warning, "not checked: the brokers, with credentials or keys this user may not read",
+                                      fix: "run doctor as the agent's user: sudo -u parkwise parkwise-agent doctor")])
         } else {
             add("brokers", [ProbeStep(.failed, "not checked: the credentials and TLS files above must be right first")])
         }

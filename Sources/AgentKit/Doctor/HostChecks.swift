@@ -30,10 +30,33 @@ enum HostChecks {
                                               fix: "give the PEM file (-----BEGIN CERTIFICATE-----) of the \(file.role == .ca ? "CA" : "device's certificate")"))
                 }
             } catch {
-                steps.append(ProbeStep(.failed, "\(file.role.rawValue) \(file.path)", detail: error.message, fix: error.hint))
+                steps.append(unreadableHere(file, error, stateDirectory: config.outbox.path)
+                             ?? ProbeStep(.failed, "\(file.role.rawValue) \(file.path)", detail: error.message, fix: error.hint))
             }
         }
         return steps
+    }
+
+    /// A file another user owns that this one may not read (a member of the service's group, the secrets the service's
+    /// own, mode 0600 as `run` requires): not checked, said with whose it is and how to check it; never a ✗, and never a
+    /// fix that would make a secret readable (issue 33). Nil when the file is at fault: for everyone, or for the agent's
+    /// own user (the owner of the state directory), which must read it.
+    static func unreadableHere(_ file: LinkFile, _ problem: Credentials.Problem, stateDirectory: String) -> ProbeStep? {
+        guard problem.errno == EACCES || problem.errno == EPERM else { return nil }
+        var st = stat()
+        if stat(stateDirectory, &st) == 0 && st.st_uid == geteuid() { return nil }
+        let title = "not checked: \(file.role.rawValue) \(file.path)"
+        guard stat(file.path, &st) == 0 else {
+            return ProbeStep(.warning, title, detail: "a directory above it is not searchable by \(userName())",
+                             fix: "run doctor as the agent's user to check it (sudo -u parkwise parkwise-agent doctor)")
+        }
+        guard st.st_uid != geteuid() else { return nil }
+        let owner = getpwuid(st.st_uid).map { String(cString: $0.pointee.pw_name) } ?? "uid \(st.st_uid)"
+        let mode = String(st.st_mode & 0o777, radix: 8)
+        let secret = file.isSecret && st.st_mode & 0o077 == 0
+        return ProbeStep(.warning, title,
+                         detail: "owned by \(owner), mode \(mode)" + (secret ? ": only its owner may read it, as a secret must" : ""),
+                         fix: "run doctor as its owner to check it: sudo -u \(owner) parkwise-agent doctor")
     }
 
     /// The names the broker knows the board by (the credentials' username, the client certificate's CN) against its
