@@ -1,6 +1,6 @@
 /// One board of a site as the fleet view shows it: what its retained `status` says (or, for the bridge, what
 /// `sensor_devices` kept of it), and since when. Shared by `parkwise-agent monitor --fleet` and `parkwise-bridge fleet`.
-public struct FleetBoard: Sendable, Hashable {
+public struct FleetBoard: Sendable {
     public var site: String
     public var device: String
     public var online: Bool
@@ -14,6 +14,11 @@ public struct FleetBoard: Sendable, Hashable {
     public var status: StatusPayload?
     /// The boot of the newest status, the will's included.
     public var boot: UInt64?
+    /// Revoked on the broker host (the bridge's register): nothing of it is applied any more.
+    public var revoked = false
+    /// Spot reports the bridge refused because the site's register gives the spot to another device (or to none):
+    /// how many, and one such spot with its owner then, e.g. `P1-A-01 (owner p1-north)`.
+    public var refused: (reports: Int64, example: String)?
 
     public init(site: String, device: String, online: Bool, since: Int64? = nil, heardAt: Int64? = nil,
                 status: StatusPayload? = nil, boot: UInt64? = nil) {
@@ -52,10 +57,10 @@ public enum FleetTable {
         let sorted = boards.sorted { ($0.site, $0.device) < ($1.site, $1.device) }
         let multiSite = Set(sorted.map(\.site)).count > 1
         var rows = [header]
-        var online = 0, offline = 0, stale = 0, twins = 0
+        var online = 0, offline = 0, stale = 0, twins = 0, revoked = 0
         for board in sorted {
-            let isStale = board.isStale(now: now, staleAfter: staleAfter)
-            if isStale { stale += 1 } else if board.online { online += 1 } else { offline += 1 }
+            let isStale = !board.revoked && board.isStale(now: now, staleAfter: staleAfter)
+            if board.revoked { revoked += 1 } else if isStale { stale += 1 } else if board.online { online += 1 } else { offline += 1 }
             let s = board.status
             var notes: [String] = []
             // Two boards on one device id: first, it is what a technician must go and fix (their events mix).
@@ -63,16 +68,20 @@ public enum FleetTable {
                 twins += 1
                 notes.append("DEVICE ID CONFLICT: \(conflict)")
             }
+            // A board that speaks for spots it does not own: misconfigured (a wrong spot list) or not what it says.
+            if let refused = board.refused {
+                notes.append("\(refused.reports) spot report\(refused.reports == 1 ? "" : "s") refused, e.g. \(refused.example)")
+            }
             if isStale, let heard = board.heardAt { notes.append("nothing heard for \(age(now - heard))") }
             if let fault = s?.storageFault, board.online { notes.append("storage: \(fault)") }
             if let refused = s?.publishRefused, board.online { notes.append("broker refuses its events: \(refused)") }
             // FOR counts from the agent's start: a link that dropped since is said, or "online 3h" hides it.
             if let n = s?.reconnects, n > 0, board.online { notes.append("reconnected \(n == 1 ? "once" : "\(n) times")") }
             if let mode = s?.mode { notes.append("\(mode) feed") }
-            if !board.online, s != nil { notes.append("last known") }
+            if !board.online, !board.revoked, s != nil { notes.append("last known") }
             rows.append([
                 multiSite ? "\(board.site)/\(board.device)" : board.device,
-                isStale ? "STALE" : board.online ? "online" : "OFFLINE",
+                board.revoked ? "REVOKED" : isStale ? "STALE" : board.online ? "online" : "OFFLINE",
                 board.since.map { age(now - $0) } ?? "-",
                 s?.version ?? "-",
                 board.boot.map(String.init) ?? "-",
@@ -90,6 +99,7 @@ public enum FleetTable {
         }
         lines.append("\(sorted.count) board\(sorted.count == 1 ? "" : "s"): \(online) online, \(offline) offline, \(stale) stale "
                      + "(stale: online but nothing heard for more than \(age(staleAfter)))"
+                     + (revoked > 0 ? "; \(revoked) revoked" : "")
                      + (twins > 0 ? "; \(twins) with a device id another board also uses (see NOTE)" : ""))
         return lines
     }

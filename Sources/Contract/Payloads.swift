@@ -358,6 +358,27 @@ public enum WireTime {
 }
 
 /// Any command may carry an `id`; the reply repeats it.
+/// A device's entry in the site's register (`Topics.register`), retained, published by the broker host's
+/// `provision.sh`, `spots.sh` and `revoke.sh` as the admin role: the spots it may report, or that it is revoked (for
+/// ever: an id is never given again). `rev` (the broker host's clock, ms) orders entries: of two that give one spot,
+/// the higher wins, so an older retained entry read after a newer one changes nothing.
+public struct RegisterPayload: Codable, Sendable, Hashable {
+    /// `provisioned` or `revoked`.
+    public var state: String
+    public var spots: [String]
+    public var rev: Int64
+    public var at: String?
+
+    public init(state: String, spots: [String], rev: Int64, at: String? = nil) {
+        self.state = state
+        self.spots = spots
+        self.rev = rev
+        self.at = at
+    }
+
+    public var revoked: Bool { state == "revoked" }
+}
+
 public struct CommandEnvelope: Codable, Sendable {
     public var id: String?
 }

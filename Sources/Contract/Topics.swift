@@ -7,6 +7,10 @@
 ///     parkwise/v1/<site>/<device>/cmd/<name>          commands to the device
 ///     parkwise/v1/<site>/<device>/reply               command results
 ///     parkwise/v1/<site>/<device>/doctor              `doctor`'s round-trip test message (not retained; ignore it)
+///
+/// And the site's register, written by the broker host's provisioning only (the ACL's admin role; no device may):
+///
+///     parkwise/v1/<site>/_register/<device>           retained; the device's spots, or that it is revoked
 public struct Topics: Sendable, Hashable {
     public static let root = "parkwise/v1"
 
@@ -31,6 +35,12 @@ public struct Topics: Sendable, Hashable {
     public func spot(_ id: String) -> String { "\(prefix)/state/spot/\(id)" }
     public func level(_ id: String) -> String { "\(prefix)/state/level/\(id)" }
     public func command(_ name: String) -> String { "\(prefix)/cmd/\(name)" }
+
+    /// The register's level: `_` cannot begin a device id, so no device's tree is it.
+    public static let registerLevel = "_register"
+
+    /// Where the broker host says which spots `device` may report, or that it is revoked (`RegisterPayload`).
+    public static func register(site: String, device: String) -> String { "\(root)/\(site)/\(registerLevel)/\(device)" }
 
     /// Everything every device of a site publishes (for a monitor or a backend bridge).
     public static func siteFilter(_ site: String?) -> String { "\(root)/\(site ?? "+")/#" }

@@ -54,11 +54,12 @@ import TestSupport
         #expect(first.out.contains("applied 6: a device's last offline: its boot and connection"), "\(first.out)")
         #expect(first.out.contains("applied 7: the sensor's truth holds at the backend's own writes"), "\(first.out)")
         #expect(first.out.contains("applied 8: a departure the board did not see"), "\(first.out)")
+        #expect(first.out.contains("applied 9: who may speak for a spot"), "\(first.out)")
         let second = try runBridge(["migrate", "--database", fixture.url])
         #expect(second.code == 0)
-        #expect(second.out.contains("already at bridge schema version 8, nothing to do"), "\(second.out)")
+        #expect(second.out.contains("already at bridge schema version 9, nothing to do"), "\(second.out)")
         #expect(second.err.isEmpty, "\(second.err)")
-        #expect(fixture.query("SELECT count(*) FROM sensor_schema_migrations") == "8")
+        #expect(fixture.query("SELECT count(*) FROM sensor_schema_migrations") == "9")
         // 'sensor' is now allowed, the old values still are, anything else still is not.
         #expect(fixture.query("UPDATE spots SET source = 'sensor' WHERE id = 'P1-A-01' RETURNING source") == "sensor")
         #expect(fixture.query("UPDATE spots SET source = 'sim' WHERE id = 'P1-A-02' RETURNING source") == "sim")
@@ -71,7 +72,7 @@ import TestSupport
         // A newer bridge migrated further: this one says the database's version, and changes nothing.
         _ = fixture.query("INSERT INTO sensor_schema_migrations (version, name) VALUES (99, 'from a newer bridge')")
         let older = try runBridge(["migrate", "--database", fixture.url])
-        #expect(older.code == 0 && older.out.contains("already at bridge schema version 99 (newer than this bridge's 8), nothing to do"),
+        #expect(older.code == 0 && older.out.contains("already at bridge schema version 99 (newer than this bridge's 9), nothing to do"),
                 "\(older.out) \(older.err)")
     }
 
@@ -95,7 +96,7 @@ import TestSupport
 
         let notMigrated = try runBridge(["run", "--broker", fixture.broker.url, "--database", fixture.url])
         #expect(notMigrated.code == 78)
-        #expect(notMigrated.err.contains("bridge schema version 0, this bridge needs 8"), "\(notMigrated.err)")
+        #expect(notMigrated.err.contains("bridge schema version 0, this bridge needs 9"), "\(notMigrated.err)")
 
         let badBroker = try runBridge(["run", "--broker", "http://broker", "--database", fixture.url])
         #expect(badBroker.code == 64)

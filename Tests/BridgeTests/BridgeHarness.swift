@@ -39,11 +39,14 @@ final class BridgeFixture {
 
     var url: String { cluster.url(database) }
 
-    /// Starts `parkwise-bridge run` with this YAML config.
+    /// Starts `parkwise-bridge run` with this YAML config. The fake and simulated boards of most tests were never
+    /// provisioned: unless the config says otherwise, their spots go by `spot_owners: first_report` (a demo's setting);
+    /// the tests of the site's register (OwnershipTests) run the default, `registered`.
     @discardableResult
     func startBridge(config: String = "accept_simulated: true\nreassert_every: 200ms\n", database: String? = nil,
                      extra: [String] = []) throws -> Child {
         let path = dir.appendingPathComponent("bridge-\(UUID().uuidString.prefix(4)).yaml").path
+        let config = config.contains("spot_owners:") ? config : config + "spot_owners: first_report\n"
         try config.write(toFile: path, atomically: true, encoding: .utf8)
         let child = try Child(bridgeBinary, ["run", "--broker", broker.url, "--database", database ?? url, "--config", path] + extra)
         bridge = child
@@ -126,7 +129,9 @@ final class BridgeFixture {
             ALTER TABLE sensor_devices DROP COLUMN status, DROP COLUMN status_at, DROP COLUMN heard_at;
             ALTER TABLE sensor_devices DROP COLUMN offline_boot, DROP COLUMN offline_connection;
             DROP TRIGGER sensor_spot_truth ON spots; DROP FUNCTION sensor_spot_truth();
-            DELETE FROM sensor_schema_migrations WHERE version IN (3, 4, 5, 6, 7, 8)
+            DROP TABLE sensor_spot_owners, sensor_refused_spots;
+            ALTER TABLE sensor_devices DROP COLUMN register_rev, DROP COLUMN revoked_at;
+            DELETE FROM sensor_schema_migrations WHERE version IN (3, 4, 5, 6, 7, 8, 9)
             """, database: database)
     }
 

@@ -115,7 +115,7 @@ import TestSupport
         #expect(empty.code == 0 && empty.out.contains("no boards in sensor_devices yet"), "\(empty.out) \(empty.err)")
         try fixture.backToSchemaVersion2()
         let behind = try runBridge(["fleet", "--database", fixture.url])
-        #expect(behind.code == 78 && behind.err.contains("this bridge needs 8") && behind.err.contains("hint: run parkwise-bridge migrate"),
+        #expect(behind.code == 78 && behind.err.contains("this bridge needs 9") && behind.err.contains("hint: run parkwise-bridge migrate"),
                 "\(behind.err)")
     }
 

@@ -5,7 +5,8 @@ import Foundation
 /// file is made with mosquitto_passwd. Ended by its PID.
 public final class SiteBroker {
     public static let deploy = packageRoot + "/deploy/mosquitto"
-    public static let passwords = ["p2-east": "pw-of-p2-east", "p3-west": "pw-of-p3-west", "parkwise-backend": "pw-of-backend"]
+    public static let passwords = ["p2-east": "pw-of-p2-east", "p3-west": "pw-of-p3-west", "parkwise-backend": "pw-of-backend",
+                                     "parkwise-admin": "pw-of-admin"]
 
     public let directory = temporaryDirectory()
     public private(set) var plain = 0, tls = 0, mutual = 0

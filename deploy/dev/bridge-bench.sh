@@ -62,7 +62,7 @@ online() {
 started=""
 start_bridge() {  # client-id share-group(or -) log [database URL]; sets $started to its PID
     local config="$work/$1.yaml"
-    printf 'client_id: %s\nbatch_size: %s\n' "$1" "${BENCH_BATCH:-500}" > "$config"
+    printf 'client_id: %s\nspot_owners: first_report\nbatch_size: %s\n' "$1" "${BENCH_BATCH:-500}" > "$config"
     if [ "$2" != - ]; then printf 'share_group: %s\n' "$2" >> "$config"; fi
     "$bridge" run --broker "mqtt://127.0.0.1:$mqport" --database "${4:-$db}" --config "$config" > /dev/null 2> "$3" &
     started=$!

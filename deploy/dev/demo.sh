@@ -56,7 +56,7 @@ if [ -n "$backend" ]; then
     db=postgresql://postgres@127.0.0.1:$pgport/postgres
     psql -X -q -v ON_ERROR_STOP=1 -d "$db" -f deploy/backend/parkwise-test-schema.sql
     .build/debug/parkwise-bridge migrate --database "$db" >&2
-    printf 'accept_simulated: true\nsnapshot_every: 1m\n' > "$work/bridge.yaml"
+    printf 'accept_simulated: true\nspot_owners: first_report\nsnapshot_every: 1m\n' > "$work/bridge.yaml"   # simulated boards: nobody provisions them
     .build/debug/parkwise-bridge run --broker "mqtt://127.0.0.1:$port" --database "$db" --config "$work/bridge.yaml" \
         2> "$work/bridge.log" &
     bridge_pid=$!

@@ -93,7 +93,7 @@ bridge_pids=()
 start_bridges() {
     local names=(bridge-a bridge-b)
     for name in "${names[@]:0:$bridges}"; do
-        printf 'sites: [city]\naccept_simulated: true\nshare_group: city-bridges\nclient_id: %s\ncredentials: %s\n' \
+        printf 'sites: [city]\naccept_simulated: true\nspot_owners: first_report\nshare_group: city-bridges\nclient_id: %s\ncredentials: %s\n' \
             "$name" "$fleet_root/backend.credentials" > "$fleet_root/$name.yaml"
         "$bridge" run --broker "mqtt://127.0.0.1:$mqport" --database "$db" --config "$fleet_root/$name.yaml" \
             > /dev/null 2>> "$fleet_root/$name.log" &

@@ -62,7 +62,7 @@ pids+=("$mosquitto_pid")
 eventually 10 grep -q "Opening ipv4 listen socket on port $mutual" "$broker/mosquitto.log" ||
     { cat "$work/mosquitto.out" >&2; fail "mosquitto did not open its listeners"; }
 export PARKWISE_BROKER_DIR=$broker PARKWISE_MOSQUITTO_PID=$mosquitto_pid PARKWISE_BUNDLE_DIR=$work/out
-export PARKWISE_BROKER_URL=mqtts://localhost:$mutual
+export PARKWISE_BROKER_URL=mqtts://localhost:$mutual PARKWISE_ADMIN_PORT=$plain
 
 # The backend's view: everything under parkwise/v1/.
 mosquitto_sub -h 127.0.0.1 -p "$plain" -u parkwise-backend -P "$backend_pw" -i backend-view -t 'parkwise/v1/#' -v \
@@ -101,6 +101,14 @@ eventually 10 reloaded 2 || fail "the broker was not reloaded (SIGHUP) by provis
 # mosquitto (its own user on a real host) reads the server's key again at a reload: provisioning leaves its mode alone.
 [ "$(stat -c %a "$broker/certs/server.key")" = 640 ] || fail "provision.sh changed server.key's mode to $(stat -c %a "$broker/certs/server.key")"
 grep -qx "  sudo tar -xpf uniandes-p2-east.tar -C /" "$work/install-line" || { cat "$work/install-line" >&2; fail "provision.sh's install line"; }
+# The site's register: each board's entry, retained, with the spots of its SPOTS (p2-east: none yet).
+reg=parkwise/v1/uniandes/_register
+entry() { grep "^$reg/$1 " "$work/seen" | tail -n 1; }   # entry DEVICE: the last one the backend's view got
+eventually 10 grep -q "^$reg/p3-west .*\"spots\":\[\"P3-A-01\",\"P3-A-02\"\],\"state\":\"provisioned\"}" "$work/seen" ||
+    fail "p3-west's register entry with its two spots never came: $(entry p3-west)"
+eventually 10 grep -q "^$reg/p2-east .*\"spots\":\[\],\"state\":\"provisioned\"}" "$work/seen" ||
+    fail "p2-east's register entry never came: $(entry p2-east)"
+[ "$(stat -c %a "$broker/admin")" = 600 ] || fail "the admin role's login is not mode 0600"
 
 # An id never collides: taken (at any site), not a topic part, or the broker's own.
 for args in "uniandes p2-east" "othersite p2-east" "uniandes p2/east" "uniandes parkwise-backend"; do
@@ -156,7 +164,24 @@ if publish "${as_cert[@]}" "$a/cmd/rebirth" self-command 2>/dev/null; then fail 
 publish "${p3[@]}" "$b/events" p3-own || fail "p3-west cannot publish in its tree"
 eventually 10 seen "$b/events p3-own" || fail "the backend never got p3-west's message"
 for line in "$a/events own-by-certificate" "$a/status own-by-password"; do seen "$line" || fail "the backend never got: $line"; done
-if grep -q "intrusion\|self-command" "$work/seen"; then fail "a refused message reached the backend: $(cat "$work/seen")"; fi
+# Nobody but the admin role writes the register: not a board (for itself or another), not the backend.
+for login in "${as_cert[*]}" "${p3[*]}"; do
+    # shellcheck disable=SC2086
+    if publish $login "$reg/p2-east" forged 2>"$work/denied"; then fail "a board wrote the site's register ($login)"; fi
+    grep -q "Not authorized" "$work/denied" || { cat "$work/denied" >&2; fail "a forged register entry was refused, but not by the ACL"; }
+done
+if publish -h 127.0.0.1 -p "$plain" -u parkwise-backend -P "$backend_pw" "$reg/p3-west" forged 2>/dev/null; then
+    fail "the backend's login wrote the site's register"
+fi
+if grep -q "intrusion\|self-command\|forged" "$work/seen"; then fail "a refused message reached the backend: $(cat "$work/seen")"; fi
+
+# Moving a spot is one command: P3-A-02 (its sensor rewired to p2-east) leaves p3-west's entry, joins p2-east's, one rev.
+bash deploy/mosquitto/spots.sh uniandes p2-east P3-A-02 2>"$work/spots.log" || { cat "$work/spots.log" >&2; fail "spots.sh"; }
+eventually 10 grep -q "^$reg/p2-east .*\"spots\":\[\"P3-A-02\"\]" "$work/seen" || fail "p2-east's entry after the move: $(entry p2-east)"
+eventually 10 grep -q "^$reg/p3-west .*\"spots\":\[\"P3-A-01\"\]" "$work/seen" || fail "p3-west's entry after the move: $(entry p3-west)"
+[ "$(entry p2-east | sed 's/.*"rev":\([0-9]*\).*/\1/')" = "$(entry p3-west | sed 's/.*"rev":\([0-9]*\).*/\1/')" ] ||
+    fail "the two entries of one move have different revs: $(entry p2-east) / $(entry p3-west)"
+if bash deploy/mosquitto/spots.sh uniandes p9-none P3-A-01 2>/dev/null; then fail "spots.sh gave spots to a device never provisioned"; fi
 
 # The real agent with the bundle's files as they are (config skeleton + the single gate's level and lane).
 config=$work/p2-east.yaml
@@ -212,6 +237,12 @@ exec 8>&-
 publish "${p3[@]}" "$b/events" p3-after || fail "p3-west cannot publish after p2-east's revocation"
 eventually 10 seen "$b/events p3-after" || fail "the backend never got p3-west's message after the revocation"
 if grep -q "after-revoke" "$work/seen"; then fail "a revoked board's message reached the backend"; fi
+# The bridge learns the revocation from the register; the board's retained status and states are gone from the broker.
+eventually 10 grep -q "^$reg/p2-east .*\"spots\":\[\],\"state\":\"revoked\"}" "$work/seen" ||
+    fail "p2-east's revoked entry never came: $(entry p2-east)"
+left=$(mosquitto_sub -h 127.0.0.1 -p "$plain" -u parkwise-backend -P "$backend_pw" -t "$a/#" --retained-only -W 2 -v 2>/dev/null || true)
+[ -z "$left" ] || fail "the revoked board's retained topics are still on the broker: $left"
+if bash deploy/mosquitto/spots.sh uniandes p2-east P3-A-02 2>/dev/null; then fail "spots.sh gave spots to a revoked device"; fi
 if bash deploy/mosquitto/provision.sh uniandes p2-east >/dev/null 2>&1; then fail "a revoked id was provisioned again"; fi
 grep -q "is revoked already" <<<"$(bash deploy/mosquitto/revoke.sh uniandes p2-east 2>&1)" || fail "a second revoke"
 echo "provision-check: ok" >&2

@@ -70,7 +70,11 @@ set_acl_block "$site" "$device" \
     "topic read parkwise/v1/$site/$device/cmd/#" "topic readwrite parkwise/v1/$site/$device/doctor"
 crl_issue "$certs"   # (a fresh next-update date)
 echo "$device $site provisioned $(now)" >>"$register"
+admin_login
 reload_broker
+# The site's register: the spots this board may report (the bridge refuses them from any other), none without SPOTS.
+mapfile -t spot_list < <([ -z "$spots" ] || spot_ids "$spots")
+give_spots "$site" "$device" "$(rev_now)" "${spot_list[@]}"
 
 # The board's config: its broker and files here, then its levels and spots (from SPOTS, else still to come:
 # hardware/COMMISSIONING.md).

@@ -25,11 +25,7 @@ fi
 site=$1 device=$2
 check_names "$site" "$device"
 lock_register
-known=$(registered "$device")
-[ -n "$known" ] || fail "device id $device was never provisioned here ($register): nothing to revoke"
-read -r _ known_site state _ <<<"$known"
-[ "$known_site" = "$site" ] || fail "device id $device belongs to site $known_site, not $site"
-[ "$state" = provisioned ] || fail "device $site/$device is $state already ($known)"
+provisioned_here "$site" "$device" "nothing to revoke"
 
 mosquitto_passwd -D "$passwd" "$device" >/dev/null || fail "mosquitto_passwd -D $passwd $device failed"
 ACL_NOTE="revoked $(now): denied everything, also on a connection made before"
@@ -41,6 +37,12 @@ else
 fi
 awk -v d="$device" -v t="$(now)" '$1 == d { $3 = "revoked"; $4 = t } { print }' "$register" >"$register.new"
 replace_file "$register"
+admin_login
 reload_broker
 echo "revoke: $site/$device: password removed, ACL denies it, certificate in the CRL, broker reloaded" >&2
-echo "revoke: clear its retained topics with an admin client: parkwise/v1/$site/$device/#" >&2
+# The bridge learns it from the register (for good: a broker restart cannot bring the board back), and the board's
+# retained status and states leave the broker, so no subscriber sees a ghost online.
+[ ! -e "$owned/$device" ] || mv "$owned/$device" "$owned/$device.revoked"
+publish_entry "$site" "$device" revoked "$(rev_now)"
+clear_retained "$site" "$device"
+echo "revoke: $site/$device: revoked in the site's register (parkwise-bridge ignores it from now on), its retained topics cleared" >&2

@@ -12,15 +12,22 @@ final class Applier {
     struct Outcome {
         var applied = 0
         var duplicates = 0
+        /// Messages of revoked devices, and spot reports from a device that does not own the spot: not applied.
+        var ignored = 0
         /// Devices to send `cmd/rebirth` once committed (a gap to heal from their retained states).
         var rebirth: Set<DeviceKey> = []
     }
 
     let db: PostgresConnection
+    let spotOwners: SpotOwners
     private(set) var knownSpots: Set<String> = []
     /// Unknown spot ids already logged (each is still counted in sensor_unknown_spots).
     private var reportedUnknown: Set<String> = []
     /// Batches whose spots the backend's own rules refused (logged once per streak).
+    /// Revoked devices whose messages were said ignored (once per device and run).
+    private var reportedRevoked: Set<DeviceKey> = []
+    /// `device spot` pairs whose reports are refused now (logged at a streak's first, forgotten at an accepted one).
+    private var refusedStreaks: Set<String> = []
     private var spotsRefused = LogStreak(.error, "spots not updated: the backend's database refused the sensors' view",
                                          ended: "spots updated again")
     // Per batch.
@@ -28,14 +35,17 @@ final class Applier {
     /// it did not do, and a retry does not say it twice.
     private var saidOnCommit: [() -> Void] = []
     private var cursors: [DeviceKey: DeviceCursor] = [:]
+    /// The registered owners of the batch's spots (`spot_owners: registered`), kept current by its register entries.
+    private var owners: [String: DeviceKey] = [:]
     private var spots = SpotWrites()
     private var levels: [String: (DeviceKey, String, LevelStatePayload)] = [:]
     private var touchedSpots: Set<String> = []
     private var touchedDevices: Set<DeviceKey> = []
     private var outcome = Outcome()
 
-    init(db: PostgresConnection) throws(PostgresError) {
+    init(db: PostgresConnection, spotOwners: SpotOwners) throws(PostgresError) {
         self.db = db
+        self.spotOwners = spotOwners
         try refreshSpots()
     }
 
@@ -68,12 +78,16 @@ final class Applier {
     /// in one statement: a data error there is a message's, found by applying them one at a time.
     private func transaction(_ messages: [FeedMessage], whole: inout WholeStatement?) throws(PostgresError) {
         try db.transaction { _ throws(PostgresError) in
+            // Devices first (every bridge locks them before anything else): a revoked one's messages go no further.
+            let revoked = try lockDevices(messages)
+            let messages = withoutRevoked(messages, revoked: revoked)
+            try loadOwners(spotsOf(messages))
             let fresh = try insertEvents(messages)
-            try lockDevices(messages)
             var seen: Set<String> = []
             for message in messages {
                 switch message {
                 case .status(let key, let status): try apply(key, status)
+                case .register(let key, let entry): try register(key, entry)
                 case .event(let key, let event, let json):
                     if fresh.contains(event.id.lowercased()) && seen.insert(event.id.lowercased()).inserted {
                         try checkReuse(key, event)
@@ -180,16 +194,129 @@ final class Applier {
         return Set(inserted.rows.compactMap { $0[0]?.lowercased() })
     }
 
-    private func lockDevices(_ messages: [FeedMessage]) throws(PostgresError) {
+    /// Locks the batch's devices (creating their rows) and reads their cursors; returns the revoked ones.
+    private func lockDevices(_ messages: [FeedMessage]) throws(PostgresError) -> Set<DeviceKey> {
         cursors = [:]
         let keys = Set(messages.compactMap(\.device)).sorted { ($0.site, $0.device) < ($1.site, $1.device) }
-        guard !keys.isEmpty else { return }
+        guard !keys.isEmpty else { return [] }
         let parameters = [textArray(keys.map(\.site)), textArray(keys.map(\.device))]
         try db.query(SQL.ensureDevices, parameters)
+        var revoked: Set<DeviceKey> = []
         for row in try db.query(SQL.lockDevices, parameters).rows {
             guard let site = row[0], let device = row[1] else { continue }
-            cursors[DeviceKey(site: site, device: device)] = DeviceCursor(boot: UInt64(row[2] ?? "0") ?? 0,
-                                                                          lastSeq: UInt64(row[3] ?? "0") ?? 0)
+            let key = DeviceKey(site: site, device: device)
+            cursors[key] = DeviceCursor(boot: UInt64(row[2] ?? "0") ?? 0, lastSeq: UInt64(row[3] ?? "0") ?? 0)
+            if row[4] == "t" { revoked.insert(key) }
+        }
+        return revoked
+    }
+
+    /// The batch without what revoked devices sent (those revoked before it, or by an entry earlier in it): their
+    /// statuses, events and retained states, which a broker restart or a copied certificate may still bring.
+    private func withoutRevoked(_ messages: [FeedMessage], revoked: Set<DeviceKey>) -> [FeedMessage] {
+        var revoked = revoked
+        var kept: [FeedMessage] = []
+        kept.reserveCapacity(messages.count)
+        for message in messages {
+            if case .register(let key, let entry) = message {
+                kept.append(message)
+                if entry.revoked { revoked.insert(key) }
+                continue
+            }
+            guard let key = message.device, revoked.contains(key) else {
+                kept.append(message)
+                continue
+            }
+            outcome.ignored += 1
+            if !reportedRevoked.contains(key) {
+                onCommit { [self] in
+                    if reportedRevoked.insert(key).inserted { Log.warn("message of a revoked device ignored", ["device": key]) }
+                }
+            }
+        }
+        return kept
+    }
+
+    /// Every spot the messages report.
+    private func spotsOf(_ messages: [FeedMessage]) -> Set<String> {
+        var spots: Set<String> = []
+        for message in messages {
+            switch message {
+            case .spot(_, let id, _): spots.insert(id)
+            case .event(_, let event, _):
+                if let spot = event.spot { spots.insert(spot) }
+                if let subject = event.subject, subject.hasPrefix("spot ") { spots.insert(String(subject.dropFirst(5))) }
+            default: break
+            }
+        }
+        return spots
+    }
+
+    private func loadOwners(_ spots: Set<String>) throws(PostgresError) {
+        owners = [:]
+        try refreshOwners(spots)
+    }
+
+    private func refreshOwners(_ spots: Set<String>) throws(PostgresError) {
+        guard spotOwners == .registered, !spots.isEmpty else { return }
+        for spot in spots { owners[spot] = nil }
+        for row in try db.query(SQL.owners, [textArray(spots.sorted())]).rows {
+            guard let spot = row[0], let site = row[1], let device = row[2] else { continue }
+            owners[spot] = DeviceKey(site: site, device: device)
+        }
+    }
+
+    /// Whether `key` may report `spot`: always with `spot_owners: first_report`; else only its registered owner. A
+    /// refused report is counted in sensor_refused_spots and said once per streak.
+    private func mayReport(_ key: DeviceKey, _ spot: String) throws(PostgresError) -> Bool {
+        guard spotOwners == .registered else { return true }
+        let streak = "\(key) \(spot)"
+        if owners[spot] == key {
+            refusedStreaks.remove(streak)
+            return true
+        }
+        let owner = owners[spot]
+        outcome.ignored += 1
+        try db.query(SQL.refusedSpot, [key.site, key.device, spot, owner?.description])
+        if !refusedStreaks.contains(streak) {
+            onCommit { [self] in
+                guard refusedStreaks.insert(streak).inserted else { return }
+                Log.warn(owner == nil ? "spot report refused: no device is registered for this spot"
+                                      : "spot report refused: the site's register gives this spot to another device",
+                         ["device": key, "spot": spot, "owner": owner?.description ?? "none",
+                          "fix": owner == nil ? "give it to its board: sudo deploy/mosquitto/spots.sh \(key.site) DEVICE \(spot)"
+                                              : "if it moved to this board: sudo deploy/mosquitto/spots.sh \(key.site) \(key.device) \(spot)"])
+            }
+        }
+        return false
+    }
+
+    /// The broker host's word on a device (`FeedMessage.register`): its spots, or its revocation.
+    private func register(_ key: DeviceKey, _ entry: RegisterPayload) throws(PostgresError) {
+        outcome.applied += 1
+        let rev = String(entry.rev)
+        guard let row = try db.query(SQL.registerDevice, [key.site, key.device, entry.revoked ? "true" : "false", rev]).first
+        else {
+            onCommit { Log.debug("register entry older than the one applied, ignored", ["device": key, "rev": rev]) }
+            return
+        }
+        let revoked = row[0] == "t"
+        let spots = revoked ? [] : Array(Set(entry.spots)).sorted()
+        try flushSpots()   // what the batch had said before this entry, first
+        let dropped = try db.query(SQL.dropOwners, [key.site, key.device, textArray(spots), rev]).rows.compactMap { $0[0] }
+        if !spots.isEmpty { try db.query(SQL.setOwners, [key.site, key.device, textArray(spots), rev]) }
+        let forgotten = try db.query(SQL.forgetSpots, [key.site, key.device, revoked ? nil : textArray(dropped)])
+            .rows.compactMap { $0[0] }
+        touchedSpots.formUnion(forgotten)
+        touchedDevices.insert(key)
+        try refreshOwners(Set(spots + dropped))
+        if revoked {
+            onCommit { Log.warn("device revoked: its messages are ignored from now on, its spots unknown until their owner reports them",
+                                ["device": key, "spots": forgotten.count]) }
+        } else {
+            // Its retained states of spots it has just been given were refused before: they are asked for again.
+            outcome.rebirth.insert(key)
+            onCommit { Log.info("device's spots registered", ["device": key, "spots": spots.count, "taken_away": dropped.count]) }
         }
     }
 
@@ -273,11 +400,11 @@ final class Applier {
         case "spot.checkin":
             guard let spot = event.spot else { return }
             let arrival = event.arrival ?? event.at
-            try sensed(key, spot, state: "occupied", since: arrival, checkedIn: true, seq: event.seq, isState: false)
-            guard knownSpots.contains(spot) else { return }
+            guard try sensed(key, spot, state: "occupied", since: arrival, checkedIn: true, seq: event.seq, isState: false)
+            else { return }
             try arrived(key, spot, at: arrival)
         case "spot.checkout":
-            guard let spot = event.spot, knownSpots.contains(spot) else { return }
+            guard let spot = event.spot, knownSpots.contains(spot), try mayReport(key, spot) else { return }
             try checkOut(spot, departure: event.departure ?? event.at)
         case "sensor.fault":
             let subject = event.subject ?? ""
@@ -360,8 +487,10 @@ final class Applier {
     }
 
     /// Collects the sensors' view of a spot; a spot ParkWise does not know is recorded instead.
+    /// Whether it was taken (a spot ParkWise knows, reported by a device that may).
+    @discardableResult
     private func sensed(_ key: DeviceKey, _ spot: String, state: String, since: String?, checkedIn: Bool,
-                        seq: UInt64, isState: Bool) throws(PostgresError) {
+                        seq: UInt64, isState: Bool) throws(PostgresError) -> Bool {
         guard knownSpots.contains(spot) else {
             if !reportedUnknown.contains(spot) {
                 onCommit { [self] in
@@ -369,10 +498,11 @@ final class Applier {
                 }
             }
             try db.query(SQL.unknownSpot, [key.site, key.device, spot])
-            return
+            return false
         }
-        guard ["free", "occupied", "unknown"].contains(state) else { return }
+        guard ["free", "occupied", "unknown"].contains(state), try mayReport(key, spot) else { return false }
         spots.add(.init(spot: spot, key: key, state: state, since: since, checkedIn: checkedIn, seq: seq, isState: isState))
+        return true
     }
 
     /// Writes the collected spot views; a retained state that won completes a check-in or check-out
@@ -385,7 +515,7 @@ final class Applier {
             textArray(writes.map(\.spot)), textArray(writes.map(\.key.site)), textArray(writes.map(\.key.device)),
             textArray(writes.map(\.state)), optionalArray(writes.map(\.since)),
             textArray(writes.map { $0.checkedIn ? "true" : "false" }), textArray(writes.map { String($0.seq) }),
-            textArray(writes.map { String($0.order) }),
+            textArray(writes.map { String($0.order) }), spotOwners == .registered ? "true" : "false",
         ]).rows.compactMap { $0[0] })
         touchedSpots.formUnion(applied)
         // A car on a held spot: its hold is kept alive for the check-in, before any reservation call can expire it.

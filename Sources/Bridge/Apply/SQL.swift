@@ -13,7 +13,7 @@ enum SQL {
         """
 
     static let lockDevices = """
-        SELECT site, device, boot, last_seq FROM sensor_devices
+        SELECT site, device, boot, last_seq, revoked_at IS NOT NULL FROM sensor_devices
         WHERE (site, device) IN (SELECT * FROM unnest($1::text[], $2::text[]))
         ORDER BY site, device FOR UPDATE
         """
@@ -181,7 +181,8 @@ enum SQL {
     /// when its order is higher than the stored one (a retained state also at the same order). Another device's
     /// write (the orders of two devices do not compare) takes the spot over once the device that had it is not online:
     /// a board replaced under a new device id, a sensor rewired to another board, a simulator's leftovers; while both
-    /// are online the spot stays the first one's.
+    /// are online the spot stays the first one's. With `spot_owners: registered` ($9 true) every write here is the
+    /// spot's registered owner's (the applier refused the others): it takes the spot over from any former one.
     static let sensorSpots = """
         INSERT INTO sensor_spots AS s (spot_id, site, device, state, since, checked_in, seq, ord, updated_at)
         SELECT w.*, now()
@@ -193,9 +194,59 @@ enum SQL {
           checked_in = EXCLUDED.checked_in, seq = EXCLUDED.seq, ord = EXCLUDED.ord, updated_at = now()
         WHERE CASE WHEN EXCLUDED.site = s.site AND EXCLUDED.device = s.device
                    THEN EXCLUDED.ord > s.ord OR (EXCLUDED.ord = s.ord AND EXCLUDED.ord % 2 = 1)
-                   ELSE NOT EXISTS (SELECT 1 FROM sensor_devices d WHERE d.site = s.site AND d.device = s.device AND d.online)
+                   ELSE $9::boolean
+                     OR NOT EXISTS (SELECT 1 FROM sensor_devices d WHERE d.site = s.site AND d.device = s.device AND d.online)
               END
         RETURNING spot_id
+        """
+
+    // MARK: - The site's register: who may speak for a spot
+
+    /// A device's register entry ($1 site, $2 device, $3 revoked, $4 rev): kept unless a newer one was applied; a
+    /// revocation is for ever and ends the device's online (its spots are made unknown by `dropOwned`). Returns
+    /// whether it is revoked now; no row: an older entry, ignored.
+    static let registerDevice = """
+        UPDATE sensor_devices SET register_rev = $4::bigint,
+          revoked_at = CASE WHEN $3::boolean THEN coalesce(revoked_at, now()) ELSE revoked_at END,
+          online = online AND NOT $3::boolean,
+          offline_since = CASE WHEN $3::boolean THEN coalesce(offline_since, now()) ELSE offline_since END,
+          updated_at = now()
+        WHERE site = $1 AND device = $2 AND (register_rev IS NULL OR register_rev <= $4::bigint)
+        RETURNING revoked_at IS NOT NULL
+        """
+
+    /// The device's spots not in its entry ($3) any more, given by an entry no newer than this one ($4): no longer
+    /// its; returns them.
+    static let dropOwners = """
+        DELETE FROM sensor_spot_owners
+        WHERE site = $1 AND device = $2 AND rev <= $4::bigint AND NOT (spot_id = ANY($3::text[]))
+        RETURNING spot_id
+        """
+
+    /// The entry's spots ($3) are the device's, unless a newer entry gave one to another device.
+    static let setOwners = """
+        INSERT INTO sensor_spot_owners AS o (spot_id, site, device, rev)
+        SELECT DISTINCT unnest($3::text[]), $1, $2, $4::bigint
+        ON CONFLICT (spot_id) DO UPDATE SET site = EXCLUDED.site, device = EXCLUDED.device, rev = EXCLUDED.rev,
+          assigned_at = CASE WHEN (o.site, o.device) = (EXCLUDED.site, EXCLUDED.device) THEN o.assigned_at ELSE now() END
+        WHERE o.rev <= EXCLUDED.rev
+        """
+
+    /// What the device had said about spots ($3; NULL: every one, it is revoked) no longer its: unknown, until their
+    /// owner reports them.
+    static let forgetSpots = """
+        UPDATE sensor_spots SET state = 'unknown', since = NULL, checked_in = false, updated_at = now()
+        WHERE site = $1 AND device = $2 AND ($3::text[] IS NULL OR spot_id = ANY($3::text[]))
+        RETURNING spot_id
+        """
+
+    /// The owners of the given spots ($1).
+    static let owners = "SELECT spot_id, site, device FROM sensor_spot_owners WHERE spot_id = ANY($1::text[])"
+
+    /// A report of a spot the device does not own ($4 its owner then, NULL: none registered): counted.
+    static let refusedSpot = """
+        INSERT INTO sensor_refused_spots AS r (site, device, spot_id, owner) VALUES ($1, $2, $3, $4)
+        ON CONFLICT (site, device, spot_id) DO UPDATE SET last_seen = now(), reports = r.reports + 1, owner = EXCLUDED.owner
         """
 
     static let unknownSpot = """

@@ -16,7 +16,8 @@ enum FleetCommand {
         --stale is STALE (an idle board publishes its status only when something in it changes, so
         choose --stale longer than the site's quiet hours, or watch OFFLINE, the broker's last will).
         Exit 0 shown (whatever the boards' states), 1 database unreachable, 78 a database the bridge
-        has not migrated.
+        has not migrated. A board revoked on the broker host is REVOKED; one whose spot reports the
+        bridge refused (the site's register gives those spots to another board) says how many.
         """,
         options: [
             Connections.databaseOption,
@@ -42,8 +43,14 @@ enum FleetCommand {
                 SELECT site, device, online, boot,
                   extract(epoch FROM CASE WHEN online THEN online_since ELSE offline_since END)::bigint AS since,
                   extract(epoch FROM heard_at)::bigint AS heard, status::text AS status,
-                  extract(epoch FROM now())::bigint AS now
-                FROM sensor_devices WHERE $1::text IS NULL OR site = $1 ORDER BY site, device
+                  extract(epoch FROM now())::bigint AS now, revoked_at IS NOT NULL AS revoked, r.reports,
+                  r.example
+                FROM sensor_devices d
+                LEFT JOIN LATERAL (
+                  SELECT sum(reports) AS reports,
+                    min(spot_id || coalesce(' (owner ' || split_part(owner, '/', 2) || ')', ' (no owner registered)')) AS example
+                  FROM sensor_refused_spots rs WHERE rs.site = d.site AND rs.device = d.device) r ON true
+                WHERE $1::text IS NULL OR d.site = $1 ORDER BY d.site, d.device
                 """, [args.option("site")])
         } catch {
             printError("error: cannot read sensor_devices: \(error)" + Connections.privilegeHint(error, db))
@@ -53,8 +60,11 @@ enum FleetCommand {
         let boards = rows.rows.compactMap { row -> FleetBoard? in
             guard let site = row[0], let device = row[1] else { return nil }
             let status = row[6].flatMap { WireJSON.decode(StatusPayload.self, from: Array($0.utf8)) }
-            return FleetBoard(site: site, device: device, online: row[2] == "t", since: row[4].flatMap { Int64($0) },
-                              heardAt: row[5].flatMap { Int64($0) }, status: status, boot: row[3].flatMap { UInt64($0) })
+            var board = FleetBoard(site: site, device: device, online: row[2] == "t", since: row[4].flatMap { Int64($0) },
+                                   heardAt: row[5].flatMap { Int64($0) }, status: status, boot: row[3].flatMap { UInt64($0) })
+            board.revoked = row[8] == "t"
+            if let reports = row[9].flatMap({ Int64($0) }), let example = row[10] { board.refused = (reports, example) }
+            return board
         }
         guard !boards.isEmpty else {
             say("no boards\(args.option("site").map { " of site \($0)" } ?? "") in sensor_devices yet "

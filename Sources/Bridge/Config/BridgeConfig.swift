@@ -2,6 +2,8 @@ import ParkWiseCore
 
 /// What `run` needs beyond the broker and database URLs. Every field has a default, so the config
 /// file is optional; `check-config` and `run --config` read it with the agent's YAML reader.
+enum SpotOwners: String, Sendable { case registered, firstReport = "first_report" }
+
 struct BridgeConfig: Sendable {
     /// Sites whose devices are accepted (nil: every site).
     var sites: Set<String>?
@@ -13,6 +15,10 @@ struct BridgeConfig: Sendable {
     var snapshotEvery: Duration = .seconds(900)
     /// Write feeds marked `simulated` or `replay` (a demo); refused otherwise.
     var acceptSimulated = false
+    /// Who may report a spot: only the device the site's register gives it to (`registered`, written by the broker
+    /// host's provision.sh and spots.sh), or whichever device reports it first and, once that one is offline, the next
+    /// (`first_report`: a demo or a simulator, which nobody provisions).
+    var spotOwners: SpotOwners = .registered
     /// The MQTT client id: fixed, so the broker keeps this bridge's session while it is away.
     var clientID = "parkwise-bridge"
     /// Several bridges share the feed through `$share/<group>/…` (nil: a plain subscription).
@@ -55,7 +61,7 @@ struct BridgeConfigReader {
 
     init(file: String) { self.file = file }
 
-    static let keys = ["sites", "devices", "stale_after", "snapshot_every", "accept_simulated", "client_id",
+    static let keys = ["sites", "devices", "stale_after", "snapshot_every", "accept_simulated", "spot_owners", "client_id",
                        "share_group", "reassert_every", "no_show_after", "stop_grace", "batch_size", "hold_at_most", "credentials", "tls"]
 
     static func read(_ root: ConfigNode, file: String) throws(ConfigIssues) -> BridgeConfig {
@@ -88,6 +94,11 @@ struct BridgeConfigReader {
                 if value.text == "off" { config.noShowAfter = nil } else { duration(value).map { config.noShowAfter = $0 } }
             case "stop_grace": duration(value).map { config.stopGrace = $0 }
             case "accept_simulated": boolean(value).map { config.acceptSimulated = $0 }
+            case "spot_owners":
+                if let owners = text(value).flatMap(SpotOwners.init(rawValue:)) { config.spotOwners = owners } else if !value.isNull {
+                    issue(value, "spot_owners must be registered or first_report",
+                          hint: "registered: each spot only from the device provisioning gave it (a live site); first_report: a demo")
+                }
             case "client_id": text(value).map { config.clientID = $0 }
             case "share_group": text(value).map { config.shareGroup = $0 }
             case "credentials": text(value).map { config.credentials = $0 }

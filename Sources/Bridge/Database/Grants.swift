@@ -12,7 +12,8 @@ enum Grants {
         (["INSERT"], ["telemetry_events"]),
         (["SELECT", "INSERT", "UPDATE", "DELETE"], ["sensor_devices", "sensor_events", "sensor_spots", "sensor_levels",
                                                   "sensor_gaps", "sensor_faults", "sensor_unknown_spots", "sensor_arrivals",
-                                                  "sensor_device_outages", "sensor_no_shows"]),
+                                                  "sensor_device_outages", "sensor_no_shows", "sensor_spot_owners",
+                                                  "sensor_refused_spots"]),
     ]
 
     /// Every sequence behind a column (bigserial, identity) of a table the bridge inserts into, qualified, in the

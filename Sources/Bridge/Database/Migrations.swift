@@ -175,6 +175,26 @@ enum Migrations {
             // the spot free): between when the car was last shown there and when it was first shown gone.
             "ALTER TABLE sensor_arrivals ADD COLUMN departure_after timestamptz, ADD COLUMN departure_by timestamptz",
         ]),
+        Step(version: 9, name: "who may speak for a spot: the site's register of owners and revoked devices", statements: [
+            // A device's register entry as the broker host last published it (`rev`), and when it was revoked: for ever
+            // (an id is never given again), so a broker restart that brings back its retained states changes nothing.
+            "ALTER TABLE sensor_devices ADD COLUMN register_rev bigint, ADD COLUMN revoked_at timestamptz",
+            // Which device may report each spot (`spot_owners: registered`): provision.sh and spots.sh give it.
+            """
+            CREATE TABLE sensor_spot_owners (
+              spot_id text PRIMARY KEY, site text NOT NULL, device text NOT NULL, rev bigint NOT NULL,
+              assigned_at timestamptz NOT NULL DEFAULT now())
+            """,
+            "CREATE INDEX sensor_spot_owners_device ON sensor_spot_owners (site, device)",
+            // Reports of a spot the device does not own, refused: counted per device and spot, with the owner then.
+            """
+            CREATE TABLE sensor_refused_spots (
+              site text NOT NULL, device text NOT NULL, spot_id text NOT NULL, owner text,
+              first_seen timestamptz NOT NULL DEFAULT now(), last_seen timestamptz NOT NULL DEFAULT now(),
+              reports bigint NOT NULL DEFAULT 1,
+              PRIMARY KEY (site, device, spot_id))
+            """,
+        ]),
     ]
 
     static var latest: Int { steps.map(\.version).max() ?? 0 }

@@ -36,6 +36,10 @@ struct DeviceGate {
                 if warned.insert(key).inserted { Log.info("device not in the config, ignored", ["device": key]) }
                 continue
             }
+            if case .register = message {   // the broker host's word, not the device's: never held
+                out.append(message)
+                continue
+            }
             if case .status(_, let status) = message {
                 if status.state == "online" {
                     let feed: Feed = status.mode.map { .marked($0) } ?? .live

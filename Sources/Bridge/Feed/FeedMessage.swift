@@ -14,12 +14,20 @@ enum FeedMessage: Sendable {
     case event(DeviceKey, EventPayload, json: String)
     case spot(DeviceKey, id: String, SpotStatePayload)
     case level(DeviceKey, id: String, LevelStatePayload)
+    /// The site's register entry of the device (its key): the spots it may report, or that it is revoked.
+    case register(DeviceKey, RegisterPayload)
     case ignored
     /// On a topic it should understand, but the payload does not decode.
     case malformed(topic: String)
 
     static func decode(topic: String, payload: [UInt8]) -> FeedMessage {
         guard let (site, device, rest) = Topics.parse(topic), !payload.isEmpty else { return .ignored }
+        if device == Topics.registerLevel {
+            guard rest.count == 1, !rest[0].isEmpty else { return .ignored }
+            guard let entry = WireJSON.decode(RegisterPayload.self, from: payload),
+                  ["provisioned", "revoked"].contains(entry.state) else { return .malformed(topic: topic) }
+            return .register(DeviceKey(site: site, device: rest[0]), entry)
+        }
         let key = DeviceKey(site: site, device: device)
         switch rest.count == 3 ? [rest[0], rest[1]] : rest {
         case ["status"]:
@@ -44,7 +52,8 @@ enum FeedMessage: Sendable {
 
     var device: DeviceKey? {
         switch self {
-        case .status(let key, _), .event(let key, _, _), .spot(let key, _, _), .level(let key, _, _): return key
+        case .status(let key, _), .event(let key, _, _), .spot(let key, _, _), .level(let key, _, _), .register(let key, _):
+            return key
         case .ignored, .malformed: return nil
         }
     }

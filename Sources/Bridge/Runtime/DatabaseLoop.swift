@@ -58,7 +58,7 @@ struct DatabaseLoop {
         limit = BatchLimit(full: runtime.config.batchSize)
         sweep = Sweep(config: runtime.config)
         logSession(db)
-        applier = try? Applier(db: db)
+        applier = try? Applier(db: db, spotOwners: runtime.config.spotOwners)
     }
 
     /// Runs until stopped; returns how many received messages a database fault kept from being
@@ -218,7 +218,7 @@ struct DatabaseLoop {
         if let applier { return applier }
         do {
             let db = try PostgresConnection.connect(url: runtime.databaseURL)
-            let fresh = try Applier(db: db)
+            let fresh = try Applier(db: db, spotOwners: runtime.config.spotOwners)
             logSession(db)
             applier = fresh
             return fresh
