@@ -260,7 +260,8 @@ import Testing
             $0["title"] as? String == "TLS certificate file (CN busy) expired on \(yesterday)" }, "\(output)")
         #expect(step["status"] as? String == "failed")
         let fix = step["fix"] as? String ?? ""
-        #expect(fix.contains("make-certs.sh /etc/mosquitto/parkwise/certs busy") && fix.contains("restart the agent")
+        #expect(fix.contains("sudo deploy/mosquitto/reissue.sh uniandes busy --certificate")
+                && fix.contains("sudo tar -xpf uniandes-busy-certificate.tar -C / && sudo systemctl restart parkwise-agent")
                 && fix.contains("the broker needs no restart"), "\(fix)")
         #expect(!fix.contains("and restart the broker"), "\(fix)")
         _ = broker

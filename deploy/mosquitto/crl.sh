@@ -1,4 +1,4 @@
-# Sourced by make-certs.sh, provision.sh and revoke.sh: the CA's revocation list, certs/crl.pem, which mosquitto's
+# Sourced by make-certs.sh, provision.sh, reissue.sh and revoke.sh: the CA's revocation list, certs/crl.pem, which mosquitto's
 # mutual TLS listener checks (crlfile) at every TLS handshake and reads again on SIGHUP. Kept with `openssl ca`'s
 # database in certs/ca-db/ (index.txt: the revoked certificates; crlnumber). Issued for CRL_DAYS (default 825, as the
 # certificates): every provision and revoke issues it anew; a CRL past its date makes OpenSSL refuse EVERY client
@@ -36,4 +36,17 @@ crl_revoke() {
     openssl ca -batch -config "$config" -revoke "$2" -keyfile "$1/ca.key" -cert "$1/ca.crt" 2>"$1/ca-db/last.err" ||
         { cat "$1/ca-db/last.err" >&2; echo "${0##*/}: cannot revoke $2 with the CA in $1" >&2; return 1; }
     crl_issue "$1"
+}
+
+# revoke_certificates CERTS DEVICE: every certificate of DEVICE not revoked yet, its current CERTS/DEVICE.crt and those
+# a reissue kept in CERTS/issued/ (bundle.sh), goes into the CRL (an expired one needs not); false if none is on file.
+revoke_certificates() {
+    local cert found=1
+    for cert in "$1/$2.crt" "$1/issued/$2".*.crt; do
+        [ -e "$cert" ] || continue
+        found=0
+        openssl verify -CAfile "$1/ca.crt" -CRLfile "$1/crl.pem" -crl_check "$cert" >/dev/null 2>&1 || continue
+        crl_revoke "$1" "$cert"
+    done
+    return $found
 }

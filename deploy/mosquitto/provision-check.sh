@@ -118,16 +118,20 @@ done
 grep -q "device id p2-east is taken (p2-east uniandes provisioned" <<<"$(bash deploy/mosquitto/provision.sh uniandes p2-east 2>&1)" ||
     fail "a taken id's refusal does not say so"
 
-# The bundle: the board's files with the owners and modes the service needs (tar lists them by name).
-bundle=$work/out/uniandes-p2-east.tar
-[ "$(stat -c %a "$bundle")" = 600 ] || fail "the bundle (secrets) is not mode 0600"
-listing=$(tar -tvf "$bundle")
-for want in "-rw------- parkwise/parkwise .* etc/parkwise-agent/credentials" \
-    "-rw------- parkwise/parkwise .* etc/parkwise-agent/p2-east.key" \
-    "-rw-r----- root/parkwise .* etc/parkwise-agent/agent.yaml" \
-    "-rw-r--r-- root/root .* etc/parkwise-agent/ca.crt" "-rw-r--r-- root/root .* etc/parkwise-agent/p2-east.crt"; do
-    grep -q -- "^$want\$" <<<"$listing" || { echo "$listing" >&2; fail "bundle entry: $want"; }
-done
+# whole_bundle DEVICE: its bundle holds the board's files with the owners and modes the service needs (tar lists them by
+# name), and is itself mode 0600 (secrets).
+whole_bundle() {
+    local bundle=$work/out/uniandes-$1.tar listing want
+    [ "$(stat -c %a "$bundle")" = 600 ] || fail "the bundle $bundle (secrets) is not mode 0600"
+    listing=$(tar -tvf "$bundle")
+    for want in "-rw------- parkwise/parkwise .* etc/parkwise-agent/credentials" \
+        "-rw------- parkwise/parkwise .* etc/parkwise-agent/$1.key" \
+        "-rw-r----- root/parkwise .* etc/parkwise-agent/agent.yaml" \
+        "-rw-r--r-- root/root .* etc/parkwise-agent/ca.crt" "-rw-r--r-- root/root .* etc/parkwise-agent/$1.crt"; do
+        grep -q -- "^$want\$" <<<"$listing" || { echo "$listing" >&2; fail "$bundle entry: $want"; }
+    done
+}
+whole_bundle p2-east
 for board in p2-east p3-west; do
     mkdir -p "$work/$board"
     tar -xpf "$work/out/uniandes-$board.tar" -C "$work/$board"
@@ -245,4 +249,61 @@ left=$(mosquitto_sub -h 127.0.0.1 -p "$plain" -u parkwise-backend -P "$backend_p
 if bash deploy/mosquitto/spots.sh uniandes p2-east P3-A-02 2>/dev/null; then fail "spots.sh gave spots to a revoked device"; fi
 if bash deploy/mosquitto/provision.sh uniandes p2-east >/dev/null 2>&1; then fail "a revoked id was provisioned again"; fi
 grep -q "is revoked already" <<<"$(bash deploy/mosquitto/revoke.sh uniandes p2-east 2>&1)" || fail "a second revoke"
+
+# Renewal, one command: a new certificate for p3-west, the old one still valid (the board uses it until it has the new).
+p3_files=$work/p3-west/etc/parkwise-agent
+as_p3_cert() { echo -h localhost -p "$mutual" --cafile "$p3_files/ca.crt" --cert "$1/p3-west.crt" --key "$1/p3-west.key"; }
+mkdir -p "$work/p3-first" "$work/p3-renewed" "$work/p3-reissued"
+cp "$p3_files/p3-west.crt" "$p3_files/p3-west.key" "$work/p3-first/"
+started=$(date +%s%N)
+bash deploy/mosquitto/reissue.sh uniandes p3-west --certificate >"$work/install-line" 2>"$work/renew.log" ||
+    { cat "$work/renew.log" >&2; fail "reissue.sh --certificate"; }
+echo "provision-check: reissue.sh --certificate took $(( ($(date +%s%N) - started) / 1000000 )) ms" >&2
+grep -qx "  sudo tar -xpf uniandes-p3-west-certificate.tar -C / && sudo systemctl restart parkwise-agent" "$work/install-line" ||
+    { cat "$work/install-line" "$work/renew.log" >&2; fail "reissue.sh --certificate's install line"; }
+renewal=$work/out/uniandes-p3-west-certificate.tar
+[ "$(stat -c %a "$renewal")" = 600 ] || fail "the renewal bundle (a key) is not mode 0600"
+listing=$(tar -tvf "$renewal")
+[ "$(wc -l <<<"$listing")" = 2 ] && grep -q -- "^-rw------- parkwise/parkwise .* etc/parkwise-agent/p3-west.key$" <<<"$listing" &&
+    grep -q -- "^-rw-r--r-- root/root .* etc/parkwise-agent/p3-west.crt$" <<<"$listing" ||
+    { echo "$listing" >&2; fail "the renewal bundle is not exactly the new key and certificate"; }
+tar -xpf "$renewal" -C "$work/p3-renewed" --strip-components=2
+serial() { openssl x509 -in "$1/p3-west.crt" -noout -serial; }
+[ "$(serial "$work/p3-first")" != "$(serial "$work/p3-renewed")" ] || fail "the renewed certificate is the old one"
+[ "$(openssl x509 -in "$work/p3-renewed/p3-west.crt" -noout -subject)" = "$(openssl x509 -in "$work/p3-first/p3-west.crt" -noout -subject)" ] ||
+    fail "the renewed certificate names another subject"
+# shellcheck disable=SC2046
+eventually 10 publish $(as_p3_cert "$work/p3-renewed") "$b/events" renewed || fail "p3-west cannot publish with its renewed certificate"
+# shellcheck disable=SC2046
+publish $(as_p3_cert "$work/p3-first") "$b/events" first-still || fail "the renewal revoked p3-west's certificate in use"
+publish "${p3[@]}" "$b/events" password-still || fail "the renewal changed p3-west's password"
+
+# A lost bundle, one command: every old certificate revoked, a new password, the same id, spots and ACL.
+started=$(date +%s%N)
+bash deploy/mosquitto/reissue.sh uniandes p3-west >"$work/install-line" 2>"$work/reissue.log" ||
+    { cat "$work/reissue.log" >&2; fail "reissue.sh"; }
+echo "provision-check: reissue.sh took $(( ($(date +%s%N) - started) / 1000000 )) ms" >&2
+grep -qx "  sudo tar -xpf uniandes-p3-west.tar -C /" "$work/install-line" || { cat "$work/install-line" >&2; fail "reissue.sh's install line"; }
+whole_bundle p3-west
+tar -xpf "$work/out/uniandes-p3-west.tar" -C "$work/p3-reissued" --strip-components=2
+grep -qx "device: p3-west" "$work/p3-reissued/agent.yaml" || fail "the reissued config is not p3-west's"
+new_password=$(sed -n 's/^password=//p' "$work/p3-reissued/credentials")
+[ "$new_password" != "$p3_password" ] || fail "the reissue kept the lost password"
+# shellcheck disable=SC2046
+eventually 10 publish $(as_p3_cert "$work/p3-reissued") "$b/events" reissued || fail "p3-west cannot publish with its reissued certificate"
+publish -h 127.0.0.1 -p "$plain" -u p3-west -P "$new_password" "$b/events" new-password || fail "p3-west's new password"
+eventually 10 seen "$b/events new-password" || fail "the backend never got p3-west's message with its new password"
+for old in p3-first p3-renewed; do
+    # shellcheck disable=SC2046
+    refused "Error: Protocol error\|TLS\|Error: The connection was lost" $(as_p3_cert "$work/$old") ||
+        fail "p3-west's lost certificate ($old) still connects"
+done
+refused "Connection error: Not authorized" "${p3[@]}" || fail "p3-west's lost password still logs in"
+grep -q "^p3-west uniandes provisioned" "$broker/devices" || fail "the reissue changed p3-west's register line: $(grep p3-west "$broker/devices")"
+current=$(mosquitto_sub -h 127.0.0.1 -p "$plain" -u parkwise-backend -P "$backend_pw" -t "$reg/p3-west" --retained-only -W 2 2>/dev/null || true)
+grep -q '"spots":\["P3-A-01"\],"state":"provisioned"' <<<"$current" || fail "p3-west's register entry after the reissue: $current"
+for args in "uniandes p2-east" "uniandes p9-none --certificate" "othersite p3-west"; do
+    # shellcheck disable=SC2086
+    if bash deploy/mosquitto/reissue.sh $args >/dev/null 2>&1; then fail "reissue.sh $args was not refused"; fi
+done
 echo "provision-check: ok" >&2

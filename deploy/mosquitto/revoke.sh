@@ -3,7 +3,7 @@
 #   sudo deploy/mosquitto/revoke.sh SITE DEVICE
 #   sudo deploy/mosquitto/revoke.sh --renew-crl      # only issues the CRL anew (before its date: crl.sh)
 # Removes the device's password entry, turns its ACL block into `topic deny #`, adds its certificate to the CA's
-# revocation list (crl.pem) and reloads the broker. Then a login with its password is refused, a TLS handshake with
+# revocation list (crl.pem; those of earlier reissues too) and reloads the broker. Then a login with its password is refused, a TLS handshake with
 # its certificate fails, and a connection it made before: the password one is closed at the reload, the certificate one
 # (mosquitto does not check a CRL again on open connections) may publish nothing and read nothing any more. The id
 # stays in the register as revoked: it is never given to another board.
@@ -30,11 +30,8 @@ provisioned_here "$site" "$device" "nothing to revoke"
 mosquitto_passwd -D "$passwd" "$device" >/dev/null || fail "mosquitto_passwd -D $passwd $device failed"
 ACL_NOTE="revoked $(now): denied everything, also on a connection made before"
 set_acl_block "$site" "$device" "topic deny #"
-if [ -e "$certs/$device.crt" ]; then
-    crl_revoke "$certs" "$certs/$device.crt"
-else
+revoke_certificates "$certs" "$device" ||
     echo "revoke: no $certs/$device.crt (deleted?): its certificate cannot be put in the CRL; the ACL still denies it" >&2
-fi
 awk -v d="$device" -v t="$(now)" '$1 == d { $3 = "revoked"; $4 = t } { print }' "$register" >"$register.new"
 replace_file "$register"
 admin_login

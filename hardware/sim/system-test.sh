@@ -112,7 +112,7 @@ initrd() {  # the stage-1 initramfs into $WORK/initrd.cpio: busybox, block modul
     cp "$HERE/guest/lib.sh" "$HERE/guest/serve.sh" "$stage/files/sim/" &&
     cp "$HERE/guest/system/serve" "$HERE/guest/system/chips" "$HERE/guest/system/backend" "$HERE/guest/system/commission" \
         "$stage/files/sim/system/" &&
-    mkdir -p "$stage/files/sim/mosquitto" && cp "$REPO"/deploy/mosquitto/{provision.sh,devices.sh,crl.sh,make-certs.sh} \
+    mkdir -p "$stage/files/sim/mosquitto" && cp "$REPO"/deploy/mosquitto/{provision.sh,devices.sh,crl.sh,bundle.sh,make-certs.sh} \
         "$REPO"/deploy/mosquitto/{mosquitto.conf,acl.conf} "$stage/files/sim/mosquitto/" &&
     cp -a "$WORK/repo" "$stage/files/var/cache/parkwise-sim/repo" &&
     cp "$HERE"/guest/system/*.service "$stage/files/etc/systemd/system/" &&

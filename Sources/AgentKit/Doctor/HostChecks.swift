@@ -25,7 +25,7 @@ enum HostChecks {
                                        detail: file.isSecret ? "readable, by the agent's user only" : "readable"))
                 if file.role == .ca || file.role == .cert {
                     let info = DurableFile.read(path: file.path).flatMap(CertificateInfo.pem)
-                    steps.append(info.map { BrokerProbe.expiryStep($0, what: file.role.rawValue, owner: file.role == .ca ? .siteCA : .board) }
+                    steps.append(info.map { BrokerProbe.expiryStep($0, what: file.role.rawValue, owner: file.role == .ca ? .siteCA : .board(site: config.site)) }
                                  ?? ProbeStep(.failed, "\(file.role.rawValue) \(file.path) holds no PEM certificate",
                                               fix: "give the PEM file (-----BEGIN CERTIFICATE-----) of the \(file.role == .ca ? "CA" : "device's certificate")"))
                 }

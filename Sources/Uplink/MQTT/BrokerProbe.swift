@@ -108,8 +108,8 @@ public enum BrokerProbe {
         case broker
         /// The site's CA, which signed the broker's and every board's certificate.
         case siteCA
-        /// This board's client certificate (CN = its device id): a new one for this device, the broker untouched.
-        case board
+        /// This board's client certificate (CN = its device id) at its site: a new one for this device, the broker untouched.
+        case board(site: String)
     }
 
     /// What to do about a certificate that expired or soon will, by whose it is.
@@ -120,11 +120,11 @@ public enum BrokerProbe {
         case .siteCA:
             return "the site's CA signed the broker's and every board's certificate: make a new CA and new certificates for "
                 + "the broker and every board (deploy/mosquitto/README.md), then give this board the new CA file"
-        case .board:
+        case .board(let site):
             let device = commonName ?? "DEVICE"
-            return "issue this board a new one on the broker host (sudo deploy/mosquitto/make-certs.sh "
-                + "/etc/mosquitto/parkwise/certs \(device): the site's CA signs it), copy \(device).crt and \(device).key "
-                + "(mode 0600) to this board's tls cert and key, and restart the agent; the broker needs no restart"
+            return "renew it on the broker host (sudo deploy/mosquitto/reissue.sh \(site) \(device) --certificate: the site's CA "
+                + "signs a new one), copy its bundle here and restart the agent (sudo tar -xpf \(site)-\(device)-certificate.tar "
+                + "-C / && sudo systemctl restart parkwise-agent); the broker needs no restart"
         }
     }
 
