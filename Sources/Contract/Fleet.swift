@@ -48,15 +48,16 @@ public struct FleetBoard: Sendable {
     }
 }
 
-/// The fleet as a table, one line a board, sorted by site and device, and a summary line.
+/// The fleet as a table, one line a board (its notes indented under it), sorted by site and device, and a summary line.
 public enum FleetTable {
-    public static let header = ["DEVICE", "STATE", "FOR", "VERSION", "BOOT", "OUTBOX", "OLDEST", "FAULTED", "CLOCK", "NOTE"]
+    public static let header = ["DEVICE", "STATE", "FOR", "VERSION", "BOOT", "OUTBOX", "OLDEST", "FAULTED", "CLOCK"]
 
     /// The table's lines (header first, the summary last); `now` and `staleAfter` in seconds.
     public static func lines(_ boards: [FleetBoard], now: Int64, staleAfter: Int64) -> [String] {
         let sorted = boards.sorted { ($0.site, $0.device) < ($1.site, $1.device) }
         let multiSite = Set(sorted.map(\.site)).count > 1
         var rows = [header]
+        var allNotes: [String] = []
         var online = 0, offline = 0, stale = 0, twins = 0, revoked = 0
         for board in sorted {
             let isStale = !board.revoked && board.isStale(now: now, staleAfter: staleAfter)
@@ -89,18 +90,39 @@ public enum FleetTable {
                 s?.outboxOldestAgeSeconds.map { age(Int64($0)) } ?? "-",
                 s?.faultedInputs.map(String.init) ?? "-",
                 s?.clock ?? "-",
-                notes.joined(separator: "; "),
             ])
+            allNotes.append(notes.joined(separator: "; "))
         }
+        // A terminal's 80 columns: the columns on the board's line, its notes on indented lines of their own under it.
         let widths = header.indices.map { column in rows.map { $0[column].count }.max() ?? 0 }
-        var lines = rows.map { row in
-            row.indices.map { $0 == row.count - 1 ? row[$0] : pad(row[$0], widths[$0]) }.joined(separator: "  ")
-                .trimmingTrailingSpaces
+        var lines: [String] = []
+        for (index, row) in rows.enumerated() {
+            lines.append(row.indices.map { pad(row[$0], widths[$0]) }.joined(separator: "  ").trimmingTrailingSpaces)
+            if index > 0, !allNotes[index - 1].isEmpty { lines += wrap(allNotes[index - 1], indent: "  ", then: "    ") }
         }
-        lines.append("\(sorted.count) board\(sorted.count == 1 ? "" : "s"): \(online) online, \(offline) offline, \(stale) stale "
-                     + "(stale: online but nothing heard for more than \(age(staleAfter)))"
-                     + (revoked > 0 ? "; \(revoked) revoked" : "")
-                     + (twins > 0 ? "; \(twins) with a device id another board also uses (see NOTE)" : ""))
+        lines += wrap("\(sorted.count) board\(sorted.count == 1 ? "" : "s"): \(online) online, \(offline) offline, \(stale) stale "
+                      + "(nothing heard for more than \(age(staleAfter)))"
+                      + (revoked > 0 ? "; \(revoked) revoked" : "")
+                      + (twins > 0 ? "; \(twins) with a device id another board also uses (see its note)" : ""), indent: "", then: "  ")
+        return lines
+    }
+
+    /// A terminal's width: a board's notes and the summary are wrapped to it.
+    public static let width = 80
+
+    /// The words of `text` on lines of at most `width` columns, the first starting with `indent`, the others with
+    /// `then` (a longer word alone on its line).
+    static func wrap(_ text: String, indent: String, then: String) -> [String] {
+        var lines: [String] = []
+        var line = indent, start = indent.count
+        for word in text.split(separator: " ") {
+            if line.count > start, line.count + 1 + word.count > width {
+                lines.append(line)
+                (line, start) = (then, then.count)
+            }
+            line += (line.count > start ? " " : "") + word
+        }
+        if line.count > start { lines.append(line) }
         return lines
     }
 

@@ -147,7 +147,7 @@ import TestSupport
         func row(_ output: String, _ device: String) -> [Substring] {
             output.split(separator: "\n").first { $0.hasPrefix(device + " ") }?.split(separator: " ", omittingEmptySubsequences: true) ?? []
         }
-        // DEVICE STATE FOR VERSION BOOT OUTBOX OLDEST FAULTED CLOCK NOTE
+        // DEVICE STATE FOR VERSION BOOT OUTBOX OLDEST FAULTED CLOCK (the notes on the lines under it)
         let monitor = try runAgentCLI(["monitor", "--broker", fixture.broker.url, "--fleet", "garage"])
         #expect(monitor.code == 0, "\(monitor.err)")
         for device in ["p1-a", "p1-c"] {

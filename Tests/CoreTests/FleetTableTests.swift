@@ -47,10 +47,11 @@ import Testing
         let lines = FleetTable.lines([gone, fresh], now: now, staleAfter: 300)
         #expect(lines[0].hasPrefix("DEVICE  STATE    FOR"), "\(lines)")
         #expect(lines[1].split(separator: " ", omittingEmptySubsequences: true) ==
-                ["fresh", "STALE", "2h00m", "0.2.0", "3", "12", "-", "-", "synced", "nothing", "heard", "for", "10m"], "\(lines)")
-        #expect(lines[2].split(separator: " ", omittingEmptySubsequences: true) == ["gone", "OFFLINE", "-", "-", "2", "-", "-", "-", "-"],
+                ["fresh", "STALE", "2h00m", "0.2.0", "3", "12", "-", "-", "synced"], "\(lines)")
+        #expect(lines[2] == "  nothing heard for 10m", "\(lines)")
+        #expect(lines[3].split(separator: " ", omittingEmptySubsequences: true) == ["gone", "OFFLINE", "-", "-", "2", "-", "-", "-", "-"],
                 "\(lines)")
-        #expect(lines[3] == "2 boards: 0 online, 1 offline, 1 stale (stale: online but nothing heard for more than 5m)")
+        #expect(lines[4] == "2 boards: 0 online, 1 offline, 1 stale (nothing heard for more than 5m)")
     }
 
     /// FOR counts from the agent's start: a board whose link dropped since says so in its note (issue 33: "online 3m"
@@ -67,9 +68,9 @@ import Testing
         status.reconnects = 0
         let steady = FleetBoard(site: "s", device: "steady", retained: status)
         let lines = FleetTable.lines([dropped, once, steady], now: now, staleAfter: 600)
-        #expect(lines[1].hasPrefix("dropped") && lines[1].hasSuffix("synced  reconnected 3 times"), "\(lines)")
-        #expect(lines[2].hasPrefix("once") && lines[2].hasSuffix("reconnected once"), "\(lines)")
-        #expect(lines[3].hasPrefix("steady") && !lines[3].contains("reconnected"), "\(lines)")
+        #expect(lines[1].hasPrefix("dropped") && lines[1].hasSuffix("synced") && lines[2] == "  reconnected 3 times", "\(lines)")
+        #expect(lines[3].hasPrefix("once") && lines[4] == "  reconnected once", "\(lines)")
+        #expect(lines[5].hasPrefix("steady") && lines[6].hasPrefix("3 boards"), "\(lines)")
     }
 
     /// A board whose status says another board uses its device id says so first in its note, and the summary counts it.
@@ -84,10 +85,45 @@ import Testing
         status.idConflict = nil
         let calm = FleetBoard(site: "s", device: "calm", retained: status)
         let lines = FleetTable.lines([twin, calm], now: now, staleAfter: 600)
-        #expect(lines[2].contains("DEVICE ID CONFLICT: the broker gave this device's connection to another client 6 times; storage: disk full"),
-                "\(lines)")
-        #expect(!lines[1].contains("CONFLICT"), "\(lines)")
-        #expect(lines[3].hasSuffix("; 1 with a device id another board also uses (see NOTE)"), "\(lines)")
+        #expect(lines[1].hasPrefix("calm") && lines[2] == "  storage: disk full", "\(lines)")
+        #expect(lines[3].hasPrefix("twin") && lines[4] == "  DEVICE ID CONFLICT: the broker gave this device's connection to another client"
+                && lines[5] == "    6 times; storage: disk full", "\(lines)")
+        #expect(lines[6...].map { $0.trimmingPrefix("  ") }.joined(separator: " ").hasSuffix("; 1 with a device id another board also uses (see its note)"), "\(lines)")
         #expect(!FleetTable.lines([calm], now: now, staleAfter: 600).last!.contains("device id"))
+    }
+
+    /// Issue 33: the table wrapped at 80 columns for simulated and offline boards (their notes). Every line now fits a
+    /// terminal's 80: a board's notes go on indented lines of their own under it, and a long summary is wrapped.
+    @Test func everyLineFitsEightyColumns() {
+        var status = StatusPayload(state: "online", version: "0.2.0", boot: 12, since: "2026-12-02T09:00:00.000Z")
+        status.at = "2026-12-02T11:59:00.000Z"
+        status.clock = "simulated"
+        status.mode = "simulated"
+        status.outboxDepth = 200
+        status.outboxOldestAgeSeconds = 11_000
+        status.faultedInputs = 3
+        status.reconnects = 12
+        let now = WireTime.unixSeconds("2026-12-02T12:00:00Z")!
+        let simulated = FleetBoard(site: "uniandes", device: "lot-b-gate", retained: status)
+        var offline = FleetBoard(site: "uniandes", device: "p2-east-2", online: false, since: now - 90_000, status: status, boot: 12)
+        offline.refused = (3, "P1-A-01 (owner p1-north)")
+        status.idConflict = "statuses of boot 3 since 2026-12-02T10:00:00.000Z and boot 9 since 2026-12-02T11:00:00.000Z came within seconds"
+        status.clock = "unsynced"
+        status.mode = nil
+        let twin = FleetBoard(site: "uniandes", device: "p3-west", retained: status)
+        let lines = FleetTable.lines([simulated, offline, twin], now: now, staleAfter: 600)
+        #expect(lines.allSatisfy { $0.count <= 80 }, "\(lines.filter { $0.count > 80 })")
+        let board = lines.firstIndex { $0.hasPrefix("lot-b-gate") }!
+        #expect(lines[board].hasSuffix("simulated"), "the board's columns stay on its line: \(lines)")
+        #expect(lines[board + 1] == "  reconnected 12 times; simulated feed", "\(lines)")
+        let gone = lines.firstIndex { $0.hasPrefix("p2-east-2") }!
+        #expect(lines[gone + 1] == "  3 spot reports refused, e.g. P1-A-01 (owner p1-north); simulated feed; last"
+                && lines[gone + 2] == "    known", "\(lines)")
+        let conflict = lines.firstIndex { $0.hasPrefix("p3-west") }!
+        #expect(lines[conflict + 1].hasPrefix("  DEVICE ID CONFLICT: statuses of boot 3") && lines[conflict + 2].hasPrefix("  "), "\(lines)")
+        #expect(lines[lines.count - 2].hasPrefix("3 boards: 2 online, 1 offline, 0 stale") && lines.last!.hasPrefix("  a device id"), "\(lines)")
+        // A board without notes: one line.
+        let steady = FleetTable.lines([FleetBoard(site: "s", device: "p1", online: false)], now: now, staleAfter: 600)
+        #expect(steady.count == 3 && steady[1].hasPrefix("p1      OFFLINE") && steady[2] == "1 board: 0 online, 1 offline, 0 stale (nothing heard for more than 10m)", "\(steady)")
     }
 }
