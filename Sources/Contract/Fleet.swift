@@ -100,9 +100,9 @@ public enum FleetTable {
             lines.append(row.indices.map { pad(row[$0], widths[$0]) }.joined(separator: "  ").trimmingTrailingSpaces)
             if index > 0, !allNotes[index - 1].isEmpty { lines += wrap(allNotes[index - 1], indent: "  ", then: "    ") }
         }
-        lines += wrap("\(sorted.count) board\(sorted.count == 1 ? "" : "s"): \(online) online, \(offline) offline, \(stale) stale "
-                      + "(nothing heard for more than \(age(staleAfter)))"
-                      + (revoked > 0 ? "; \(revoked) revoked" : "")
+        lines += wrap("\(sorted.count) board\(sorted.count == 1 ? "" : "s"): \(online) online, \(offline) offline, \(stale) stale"
+                      + (revoked > 0 ? ", \(revoked) revoked" : "")
+                      + " (stale: nothing heard for more than \(age(staleAfter)))"
                       + (twins > 0 ? "; \(twins) with a device id another board also uses (see its note)" : ""), indent: "", then: "  ")
         return lines
     }
@@ -112,7 +112,7 @@ public enum FleetTable {
 
     /// The words of `text` on lines of at most `width` columns, the first starting with `indent`, the others with
     /// `then` (a longer word alone on its line).
-    static func wrap(_ text: String, indent: String, then: String) -> [String] {
+    public static func wrap(_ text: String, indent: String, then: String) -> [String] {
         var lines: [String] = []
         var line = indent, start = indent.count
         for word in text.split(separator: " ") {

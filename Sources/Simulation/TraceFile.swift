@@ -27,8 +27,13 @@ public enum TraceFile {
     }
 
     public static func parse(_ bytes: [UInt8], inputs: [InputConfig]) throws(Problem) -> [TimedChange] {
+        try parse(bytes, refs: inputs.map(\.ref))
+    }
+
+    /// The changes of a trace whose inputs are `refs` (a change's `input` is its index there).
+    public static func parse(_ bytes: [UInt8], refs: [InputRef]) throws(Problem) -> [TimedChange] {
         var index: [String: Int] = [:]
-        for (i, input) in inputs.enumerated() { index[input.ref.canonical] = i }
+        for (i, ref) in refs.enumerated() { index[ref.canonical] = i }
         var changes: [TimedChange] = []
         var last: Int64 = 0
         let decoder = JSONDecoder()
@@ -57,6 +62,19 @@ public enum TraceFile {
             changes.append(TimedChange(offset: .milliseconds(t), input: i, active: value == 1))
         }
         return changes
+    }
+
+    /// The lines a trace moves, in the order it first names them (what `walk-test --learn --replay` watches); the
+    /// records `parse` would refuse are left to it.
+    public static func lines(_ bytes: [UInt8]) -> [InputRef] {
+        var seen: Set<String> = [], refs: [InputRef] = []
+        let decoder = JSONDecoder()
+        for line in bytes.split(separator: UInt8(ascii: "\n")) {
+            guard let name = (try? decoder.decode(Record.self, from: Data(line)))?.input, let ref = InputRef.parse(name),
+                  seen.insert(ref.canonical).inserted else { continue }
+            refs.append(ref)
+        }
+        return refs
     }
 
     /// One trace line for a change, as `diagnose --record` writes it.

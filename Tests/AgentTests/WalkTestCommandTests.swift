@@ -36,6 +36,17 @@ import Testing
 
     static func line(_ c: (Int, String, Int)) -> String { "{\"t_ms\": \(c.0), \"input\": \"\(c.1)\", \"value\": \(c.2)}" }
 
+    /// A config of site testsite on a Raspberry Pi 4 (`body`: its levels, lanes and spots) and a trace of `changes`,
+    /// written in `dir`: their paths.
+    func files(in dir: URL, device: String, _ body: String, trace changes: [(Int, String, Int)]) throws -> (config: String, trace: String) {
+        let config = dir.appendingPathComponent("\(device).yaml").path
+        try "site: testsite\ndevice: \(device)\nboard: raspberry-pi-4\n\(body)".write(toFile: config, atomically: true, encoding: .utf8)
+        let trace = dir.appendingPathComponent("\(device).jsonl").path
+        try ((["{\"parkwise_trace\": 1}"] + changes.map(Self.line)).joined(separator: "\n") + "\n")
+            .write(toFile: trace, atomically: true, encoding: .utf8)
+        return (config, trace)
+    }
+
     /// Runs a walk over `trace` and returns the exit code, the JSON report on stdout and the prompts on stderr.
     func walk(_ trace: String, extra: [String] = [], dir: URL = temporaryDirectory()) throws -> (Int32, [String: Any], String) {
         let configPath = dir.appendingPathComponent("walk.yaml").path
@@ -62,16 +73,10 @@ import Testing
     /// One spot, one step: "1 step", not "1 steps".
     @Test func oneStepIsSaidInTheSingular() throws {
         let dir = temporaryDirectory()
-        let configPath = dir.appendingPathComponent("one.yaml").path
-        try """
-        site: testsite
-        device: walk
-        board: raspberry-pi-4
-        levels: [ { id: P1, capacity: 10 } ]
-        spots: [ { id: P1-A-01, input: GPIO22, delayed_on: 200ms, delayed_off: 200ms } ]
-        """.write(toFile: configPath, atomically: true, encoding: .utf8)
-        let tracePath = dir.appendingPathComponent("walk.jsonl").path
-        try (["{\"parkwise_trace\": 1}", Self.line((500, "GPIO22", 1)), Self.line((1000, "GPIO22", 0))].joined(separator: "\n") + "\n").write(toFile: tracePath, atomically: true, encoding: .utf8)
+        let (configPath, tracePath) = try files(in: dir, device: "walk", """
+            levels: [ { id: P1, capacity: 10 } ]
+            spots: [ { id: P1-A-01, input: GPIO22, delayed_on: 200ms, delayed_off: 200ms } ]
+            """, trace: [(500, "GPIO22", 1), (1000, "GPIO22", 0)])
         let (_, _, err) = try runAgent(["walk-test", "--config", configPath, "--replay", tracePath, "--speed", "4",
                                         "--report", dir.appendingPathComponent("report.json").path, "--json"])
         #expect(err.contains("walk-test of testsite/walk: 1 step, 0 already judged"), "\(err)")
@@ -195,5 +200,37 @@ import Testing
         #expect(code == 1)
         #expect(err.contains("the parkwise-agent service is running"), "\(err)")
         #expect(err.contains("systemctl stop parkwise-agent") && err.contains("pid 4242"))
+    }
+
+    /// Issue 33: `walk-test --learn --replay` refused to run without GPIO chips (it opened the board whatever
+    /// `--replay` said), so an installer could not rehearse the learning at a desk. From a trace, it watches the lines
+    /// the trace moves: each covered spot's line is written into the config, a line the lane has is refused, and a
+    /// line high at rest (its value at 0 ms) is learned active-low; check-config then passes the file.
+    @Test func theWiringIsLearnedFromATraceWithoutGPIO() throws {
+        let dir = temporaryDirectory()
+        let (configPath, tracePath) = try files(in: dir, device: "learn", """
+            levels:
+              - { id: P1, capacity: 10 }
+            lanes:
+              - { id: ramp, from: outside, to: P1, loops: { a: GPIO17, b: GPIO27 } }
+            spots:
+              - { id: "P1-A-01", input: UNSET, delayed_on: 200ms }   # A01 EV
+              - { id: "P1-A-02", input: UNSET, delayed_on: 200ms }
+              - { id: "P1-A-03", input: UNSET, delayed_on: 200ms }
+
+            """, trace: [(0, "GPIO26", 1), (1000, "GPIO22", 1), (1600, "GPIO22", 0), (3000, "GPIO17", 1), (3600, "GPIO17", 0),
+                         (5000, "GPIO23", 1), (5600, "GPIO23", 0), (7000, "GPIO26", 0), (7600, "GPIO26", 1)])
+        let report = dir.appendingPathComponent("learn.txt").path
+        let (code, out, err) = try runAgent(["walk-test", "--learn", "--config", configPath, "--replay", tracePath, "--speed", "4",
+                                             "--report", report])
+        #expect(code == 0, "\(out)\n\(err)")
+        #expect(out.contains("watching 3 free lines (1 the config has already)"), "\(out)")
+        #expect(out.contains("P1-A-02: the line that moved, GPIO17, is lane ramp loop a's already"), "\(out)")
+        let learned = try String(contentsOfFile: configPath, encoding: .utf8)
+        #expect(learned.contains(#"{ id: "P1-A-01", input: GPIO22, delayed_on: 200ms }   # A01 EV"#), "\(learned)")
+        #expect(learned.contains(#"{ id: "P1-A-02", input: GPIO23, delayed_on: 200ms }"#), "\(learned)")
+        #expect(learned.contains(#"{ id: "P1-A-03", input: GPIO26, active_low: true, delayed_on: 200ms }"#), "\(learned)")
+        #expect(try runAgent(["check-config", configPath]).0 == 0)
+        #expect(FileManager.default.fileExists(atPath: report))
     }
 }

@@ -129,7 +129,7 @@ final class BridgeFixture {
             ALTER TABLE sensor_devices DROP COLUMN status, DROP COLUMN status_at, DROP COLUMN heard_at;
             ALTER TABLE sensor_devices DROP COLUMN offline_boot, DROP COLUMN offline_connection;
             DROP TRIGGER sensor_spot_truth ON spots; DROP FUNCTION sensor_spot_truth();
-            DROP TABLE sensor_spot_owners, sensor_refused_spots;
+            DROP TABLE sensor_spot_owners, sensor_refused_spots, sensor_bridges;
             ALTER TABLE sensor_devices DROP COLUMN register_rev, DROP COLUMN revoked_at;
             DELETE FROM sensor_schema_migrations WHERE version IN (3, 4, 5, 6, 7, 8, 9)
             """, database: database)

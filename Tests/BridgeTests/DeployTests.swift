@@ -104,7 +104,7 @@ import TestSupport
         try fixture.cluster.sql("CREATE ROLE \(role) LOGIN")
         // The grants the release that left the database at version 2 gave: the README's, without version 4's and 9's tables.
         let v4 = ["sensor_arrivals", "sensor_device_outages_id_seq", "sensor_device_outages", "sensor_no_shows",
-                  "sensor_spot_owners", "sensor_refused_spots"]
+                  "sensor_spot_owners", "sensor_refused_spots", "sensor_bridges"]
         let grants = try readmeSQL(section: "### The bridge's database role")[0].replacingOccurrences(of: "parkwise_bridge", with: role)
         try fixture.cluster.sql(v4.reduce(grants) { $0.replacingOccurrences(of: ", " + $1, with: "").replacingOccurrences(of: ",\n" + $1, with: "") },
                                 database: fixture.database)

@@ -119,6 +119,33 @@ import TestSupport
                 "\(behind.err)")
     }
 
+    /// Issue 33: a broker outage read as every board gone quiet, with no line saying the bridge had lost its broker.
+    /// Now the bridge writes its link's state, and `fleet` says first when no bridge is connected, and since when; a
+    /// stopped bridge likewise. Connected again, the line goes.
+    @Test func aBrokerOutageIsSaidAboveTheBoards() throws {
+        let fixture = try BridgeFixture()
+        let bridge = try fixture.startBridge()
+        let device = FakeDevice(fixture.broker, device: "p1-a")
+        device.online()
+        #expect(fixture.waitFor("SELECT broker_state FROM sensor_bridges", "connected"), "\(bridge.stderr)")
+        func fleet() throws -> String { try runBridge(["fleet", "--database", fixture.url]).out }
+        #expect(try !fleet().contains("BROKER LOST"))
+        fixture.broker.stop()
+        #expect(eventually(20) { (try? fleet())?.hasPrefix("BROKER LOST: bridge parkwise-bridge lost \(fixture.broker.url) 0s ago") == true },
+                "\((try? fleet()) ?? "")\n\(bridge.stderr)")
+        let table = try fleet()
+        #expect(table.split(separator: "\n").allSatisfy { $0.count <= 80 } 
+                && table.split(separator: "\n").prefix(2).map { $0.trimmingPrefix("  ") }.joined(separator: " ")
+                    .contains("the boards below are as of then, not offline or stale"), "\(table)")
+        try fixture.broker.start()
+        #expect(eventually(30) { (try? fleet()).map { !$0.contains("BROKER LOST") && $0.contains("p1-a") } == true },
+                "\((try? fleet()) ?? "")\n\(bridge.stderr)")
+        bridge.signal(SIGTERM)
+        #expect(bridge.wait(15) == 0, "\(bridge.stderr)")
+        let stopped = try fleet()
+        #expect(stopped.hasPrefix("NO BRIDGE RUNNING: parkwise-bridge stopped"), "\(stopped)")
+    }
+
     /// Three agents from exported configs (P1 zones A, B, C, each its own device id), one stopped: `monitor --fleet` (the
     /// retained statuses) and `parkwise-bridge fleet` (the bridge's table) show two online with version, boot, outbox
     /// and clock, and the stopped one OFFLINE. A board whose status says online but is an hour old is STALE.

@@ -154,7 +154,7 @@ import TestSupport
         let view = try fleet(fixture)
         #expect(view.components(separatedBy: "\n").contains { $0.hasPrefix("p1-north") && $0.contains("REVOKED") },
                 "\(view)")
-        #expect(view.contains("0 online, 0 offline, 0 stale") && view.contains("1 revoked"), "\(view)")
+        #expect(view.contains("1 board: 0 online, 0 offline, 0 stale, 1 revoked (stale:"), "\(view)")
 
         // Its replacement, provisioned with the spots, reports them.
         register(fixture, "p1-new", ["P1-A-01", "P1-A-02"], rev: 3)

@@ -29,11 +29,7 @@ enum SourceChoice {
 
     /// Opens what the arguments ask for; on failure the problem is printed and its exit code returned.
     static func open(_ args: ParsedArguments, config: AgentConfig, command: CommandSpec) -> Opened {
-        // Slower than 0.01 turns a year of trace into more nanoseconds of waiting than an Int64 holds.
-        guard let speed = Double(args.option("speed") ?? "1"), speed >= 0.01, speed <= 10_000 else {
-            printError(UsageError(command: command, message: "--speed must be a number between 0.01 and 10000").text)
-            return .failed(ExitCode.usage)
-        }
+        guard let speed = speed(args, command: command) else { return .failed(ExitCode.usage) }
         guard let seed = UInt64(args.option("seed") ?? "1") else {
             printError(UsageError(command: command, message: "--seed must be a whole number").text)
             return .failed(ExitCode.usage)
@@ -43,11 +39,8 @@ enum SourceChoice {
             return .failed(ExitCode.usage)
         }
         if let tracePath = args.option("replay") {
-            guard let bytes = FileManager.default.contents(atPath: tracePath) else {
-                printError("error: cannot read trace \(tracePath)\n    hint: check the path and permissions")
-                return .failed(ExitCode.failure)
-            }
-            do { return .opened(.trace(try TraceFile.parse(Array(bytes), inputs: config.inputs)), AgentClock(speed: speed)) } catch {
+            guard let bytes = trace(tracePath) else { return .failed(ExitCode.failure) }
+            do { return .opened(.trace(try TraceFile.parse(bytes, inputs: config.inputs)), AgentClock(speed: speed)) } catch {
                 printError("\(tracePath):\(error.line): error: \(error.message)")
                 return .failed(ExitCode.failure)
             }
@@ -72,6 +65,25 @@ enum SourceChoice {
             if command.name == "run" { printError("    (exit 1: this can pass by itself; the service is started again in 5 s)") }
             return .failed(ExitCode.failure)
         }
+    }
+
+    /// `--speed`, 0.01 to 10000 (default 1); nil, said, when it is not. (Slower than 0.01 turns a year of trace into
+    /// more nanoseconds of waiting than an Int64 holds.)
+    static func speed(_ args: ParsedArguments, command: CommandSpec) -> Double? {
+        guard let speed = Double(args.option("speed") ?? "1"), speed >= 0.01, speed <= 10_000 else {
+            printError(UsageError(command: command, message: "--speed must be a number between 0.01 and 10000").text)
+            return nil
+        }
+        return speed
+    }
+
+    /// A trace file's bytes; nil, said, when it cannot be read.
+    static func trace(_ path: String) -> [UInt8]? {
+        guard let bytes = FileManager.default.contents(atPath: path) else {
+            printError("error: cannot read trace \(path)\n    hint: check the path and permissions")
+            return nil
+        }
+        return Array(bytes)
     }
 
     /// `06:30` -> minutes after midnight.

@@ -3,6 +3,7 @@ import GPIO
 import Glibc
 import ParkWiseCLI
 import ParkWiseCore
+import Simulation
 import SystemIO
 
 /// `walk-test --learn`: the wiring learned by walking it (see `WiringLearner`). A thin shell: the board's free lines in,
@@ -22,12 +23,15 @@ enum WalkLearn {
                 + "    next: parkwise-agent walk-test --config \(path) checks each one")
             return ExitCode.success
         }
-        guard config.board != .simulated else {
-            printError("error: \(path) says `board: simulated`: there are no lines to learn from\n"
-                       + "    hint: set the real board (e.g. board: raspberry-pi-4, or auto)")
-            return ExitCode.config
+        let replay = args.option("replay")
+        if replay == nil {
+            guard config.board != .simulated else {
+                printError("error: \(path) says `board: simulated`: there are no lines to learn from\n"
+                           + "    hint: set the real board (e.g. board: raspberry-pi-4, or auto), or rehearse with --replay TRACE")
+                return ExitCode.config
+            }
+            if WalkTestCommand.serviceHoldsTheLines(config) { return ExitCode.failure }
         }
-        if WalkTestCommand.serviceHoldsTheLines(config) { return ExitCode.failure }
         let original = String(decoding: loaded.text, as: UTF8.self)
         for (problem, file) in [(access(path, W_OK) == 0 ? nil : DurableFile.errnoText(), path),
                                 (WalkReport.probe(path: path), path), (WalkReport.probe(path: reportPath), reportPath)] {
@@ -37,18 +41,9 @@ enum WalkLearn {
             return ExitCode.failure
         }
 
-        let lines: [LearnableLines.Line]
-        let board: GPIOBoard
-        do {
-            lines = try LearnableLines.find(config: config)
-            board = try GPIOBoard.open(inputs: lines.map { .raw(InputRef.parse($0.input)!, owner: $0.owner ?? "line \($0.input)") },
-                                       board: config.board, consumer: "parkwise-walk-test", waitForBusyLines: false)
-        } catch {
-            printError("error: \(error.message)" + (error.errno.map { " (errno \($0))" } ?? ""))
-            return ExitCode.failure
-        }
-        var learner = WiringLearner(spots: unset.map { .init(id: $0.id, hold: $0.delayedOn) },
-                                    lines: lines.map { .init(input: $0.input, owner: $0.owner) }, rest: board.initialLevels)
+        guard let (lines, source, rest, clock) = replay.map({ learnableLines(config: config, trace: $0, args) }) ?? learnableLines(config: config)
+        else { return ExitCode.failure }
+        var learner = WiringLearner(spots: unset.map { .init(id: $0.id, hold: $0.delayedOn) }, lines: lines, rest: rest)
         let free = lines.filter { $0.owner == nil }.count
         say("walk-test --learn of \(config.site)/\(config.device): \(StatusWords.plural(unset.count, "spot")) to wire, "
             + "watching \(StatusWords.plural(free, "free line")) (\(lines.count - free) the config has already)")
@@ -56,8 +51,7 @@ enum WalkLearn {
         var wiring: [(spot: UnsetSpot, input: String, activeLow: Bool)] = []
         var notes: [String: String] = [:]
         var saveProblem: String?
-        let clock = AgentClock()
-        await WalkInputs.run(source: .board(board), clock: clock) { stream, keyHelp, timer in
+        await WalkInputs.run(source: source, clock: clock) { stream, keyHelp, timer in
             func tell(_ outputs: [WiringLearner.Output]) {
                 for output in outputs {
                     switch output {
@@ -120,6 +114,42 @@ enum WalkLearn {
             return ExitCode.failure
         }
         return wiring.count == unset.count ? ExitCode.success : ExitCode.failure
+    }
+
+    typealias Watched = (lines: [WiringLearner.Line], source: LineSource, rest: [Bool], clock: AgentClock)
+
+    /// The board's learnable lines (free, or the config's already), opened; nil, said, when they cannot be.
+    private static func learnableLines(config: AgentConfig) -> Watched? {
+        do {
+            let lines = try LearnableLines.find(config: config)
+            let board = try GPIOBoard.open(inputs: lines.map { .raw(InputRef.parse($0.input)!, owner: $0.owner ?? "line \($0.input)") },
+                                           board: config.board, consumer: "parkwise-walk-test", waitForBusyLines: false)
+            return (lines.map { .init(input: $0.input, owner: $0.owner) }, .board(board), board.initialLevels, AgentClock())
+        } catch {
+            printError("error: \(error.message)" + (error.errno.map { " (errno \($0))" } ?? ""))
+            return nil
+        }
+    }
+
+    /// A rehearsal (`--replay TRACE`, no GPIO): the lines the trace moves, each the config's own input's where it has
+    /// one; the trace's changes at 0 ms are the lines at rest (as `diagnose --record` writes them). Nil, said, when the
+    /// trace cannot be read.
+    private static func learnableLines(config: AgentConfig, trace path: String, _ args: ParsedArguments) -> Watched? {
+        guard let speed = SourceChoice.speed(args, command: WalkTestCommand.spec), let bytes = SourceChoice.trace(path) else {
+            return nil
+        }
+        let refs = TraceFile.lines(bytes)
+        let changes: [TimedChange]
+        do { changes = try TraceFile.parse(bytes, refs: refs) } catch {
+            printError("\(path):\(error.line): error: \(error.message)")
+            return nil
+        }
+        var rest = Array(repeating: false, count: refs.count)
+        for change in changes where change.offset == .zero { rest[change.input] = change.active }
+        let lines = refs.map { ref in
+            WiringLearner.Line(input: ref.description, owner: config.inputs.first { $0.ref.canonical == ref.canonical }?.owner)
+        }
+        return (lines, .trace(changes.filter { $0.offset != .zero }), rest, AgentClock(speed: speed))
     }
 
     /// The config with every spot learned so far written in, from the text as it was read. Nil when saved.

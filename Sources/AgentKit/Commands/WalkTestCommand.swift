@@ -29,7 +29,8 @@ enum WalkTestCommand {
         the spot's delayed_on (at most 1 s) into the file in place, comments kept, after each spot (a walk cut
         short loses nothing; run again to go on with the spots still UNSET). The report (--report, default
         walk-learn-SITE-DEVICE.txt) lists each spot's line: the hand-over document. Then walk-test without
-        --learn confirms it all. Exit 0 when every spot was learned, 1 otherwise.
+        --learn confirms it all. Exit 0 when every spot was learned, 1 otherwise. With --replay TRACE it
+        learns from the lines the trace moves instead, no GPIO opened: a rehearsal at a desk.
         """,
         options: [
             .init(name: "config", value: "file", help: "The config file (YAML).", required: true),

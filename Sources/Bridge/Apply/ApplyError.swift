@@ -10,6 +10,7 @@ enum WholeStatement: String, Sendable, CustomStringConvertible {
     case commit
     // The periodic sweep's.
     case onlineDevices = "online_devices"
+    case brokerLink = "broker_link"
     case refreshSpots = "refresh_spots"
     case markStale = "mark_stale"
     case checkGaps = "check_gaps"
@@ -26,6 +27,7 @@ enum WholeStatement: String, Sendable, CustomStringConvertible {
     var table: String {
         switch self {
         case .cursorWrite, .markStale, .onlineDevices: "sensor_devices"
+        case .brokerLink: "sensor_bridges"
         case .commit: "(deferred constraints and triggers)"
         case .refreshSpots, .reassertAll: "spots"
         case .checkGaps: "sensor_gaps"

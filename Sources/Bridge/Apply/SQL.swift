@@ -86,6 +86,12 @@ enum SQL {
         """
 
     static let onlineDevices = "SELECT site, device FROM sensor_devices WHERE online"
+    /// This bridge's link to its broker ($1 client id, $2 brokers, $3 connected|lost|stopped), since when it changed.
+    static let brokerLink = """
+        INSERT INTO sensor_bridges AS b (client_id, brokers, broker_state) VALUES ($1, $2, $3)
+        ON CONFLICT (client_id) DO UPDATE SET brokers = EXCLUDED.brokers, broker_state = EXCLUDED.broker_state,
+          since = CASE WHEN b.broker_state = EXCLUDED.broker_state THEN b.since ELSE now() END
+        """
     /// The feeds known from an online status applied before (a device seen only offline, e.g. a simulator stopped
     /// before this bridge first ran, has none: its retained states wait for its next online, which says its mode).
     static let deviceModes = """

@@ -18,6 +18,9 @@ enum FleetCommand {
         Exit 0 shown (whatever the boards' states), 1 database unreachable, 78 a database the bridge
         has not migrated. A board revoked on the broker host is REVOKED; one whose spot reports the
         bridge refused (the site's register gives those spots to another board) says how many.
+        When no bridge is connected to the broker (each writes its link's state in sensor_bridges),
+        a first line says so (BROKER LOST, NO BRIDGE RUNNING) and since when: the boards are then as
+        of that moment, not offline.
         """,
         options: [
             Connections.databaseOption,
@@ -56,6 +59,7 @@ enum FleetCommand {
             printError("error: cannot read sensor_devices: \(error)" + Connections.privilegeHint(error, db))
             return ExitCode.failure
         }
+        for line in brokerLines(db) { say(line) }
         let now = rows.rows.first.flatMap { $0[7] }.flatMap { Int64($0) } ?? 0
         let boards = rows.rows.compactMap { row -> FleetBoard? in
             guard let site = row[0], let device = row[1] else { return nil }
@@ -74,5 +78,22 @@ enum FleetCommand {
         let seconds = stale.components.seconds
         for line in FleetTable.lines(boards, now: now, staleAfter: seconds) { say(line) }
         return ExitCode.success
+    }
+
+    /// When no bridge is connected to its broker (each bridge writes its link's state to `sensor_bridges`): a line
+    /// saying so first, or a broker outage reads as every board gone quiet. A bridge killed (SIGKILL, power) cannot
+    /// say it; its last word stays.
+    static func brokerLines(_ db: PostgresConnection) -> [String] {
+        guard let rows = try? db.query("""
+            SELECT client_id, brokers, broker_state, extract(epoch FROM now() - since)::bigint
+            FROM sensor_bridges ORDER BY since DESC
+            """), !rows.rows.isEmpty, !rows.rows.contains(where: { $0[2] == "connected" }) else { return [] }
+        return rows.rows.flatMap { row in
+            let (bridge, brokers, ago) = (row[0] ?? "?", row[1] ?? "?", FleetTable.age(row[3].flatMap { Int64($0) } ?? 0))
+            return FleetTable.wrap(row[2] == "stopped"
+                ? "NO BRIDGE RUNNING: \(bridge) stopped \(ago) ago: nothing applied since, the boards below are as of then"
+                : "BROKER LOST: bridge \(bridge) lost \(brokers) \(ago) ago: the boards below are as of then, not offline or stale",
+                indent: "", then: "  ")
+        }
     }
 }

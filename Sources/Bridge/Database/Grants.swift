@@ -13,7 +13,7 @@ enum Grants {
         (["SELECT", "INSERT", "UPDATE", "DELETE"], ["sensor_devices", "sensor_events", "sensor_spots", "sensor_levels",
                                                   "sensor_gaps", "sensor_faults", "sensor_unknown_spots", "sensor_arrivals",
                                                   "sensor_device_outages", "sensor_no_shows", "sensor_spot_owners",
-                                                  "sensor_refused_spots"]),
+                                                  "sensor_refused_spots", "sensor_bridges"]),
     ]
 
     /// Every sequence behind a column (bigserial, identity) of a table the bridge inserts into, qualified, in the

@@ -82,6 +82,13 @@ enum Migrations {
               reports bigint NOT NULL DEFAULT 1,
               PRIMARY KEY (site, device, spot_id))
             """,
+            // Each bridge's link to its broker (`connected`, `lost`, `stopped`) and since when: the fleet view says a
+            // bridge lost its broker, or else a broker outage reads as every board gone quiet.
+            """
+            CREATE TABLE sensor_bridges (
+              client_id text PRIMARY KEY, brokers text NOT NULL, broker_state text NOT NULL,
+              since timestamptz NOT NULL DEFAULT now())
+            """,
         ]),
         Step(version: 2, name: "detected gaps checked before a rebirth", statements: [
             // A seq jump may be an event another bridge (shared subscription) has not committed yet:

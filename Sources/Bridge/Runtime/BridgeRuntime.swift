@@ -35,8 +35,8 @@ final class BridgeRuntime: Sendable {
     private let link: MQTTLink
     private let stopping = Atomic<Bool>(false)
     private let linkStopped = Atomic<Bool>(false)
-    /// The link thread's latest broker connection number (0: never connected).
-    private let connection = ConnectionNumber()
+    /// The link thread's latest broker connection number, and whether it is connected now.
+    private let connection = BrokerLink()
     private let done = DispatchSemaphore(value: 0)
     /// Rung for the main thread: a broker connection, a stop requested.
     private let events = Doorbell()
@@ -51,10 +51,14 @@ final class BridgeRuntime: Sendable {
             switch event {
             case .message(let topic, let payload, _): queue.push(topic: topic, payload: payload)
             case .connected(_, let number, _):
-                connection.value.store(number, ordering: .releasing)
+                connection.number.store(number, ordering: .releasing)
+                connection.up.store(true, ordering: .releasing)
                 queue.wake()
                 events.ring()
-            case .disconnected, .acknowledged, .refused, .oversized, .contested: break
+            case .disconnected:
+                connection.up.store(false, ordering: .releasing)
+                queue.wake()
+            case .acknowledged, .refused, .oversized, .contested: break
             }
         }
     }
@@ -114,7 +118,11 @@ final class BridgeRuntime: Sendable {
     var feed: FeedQueue { queue }
     var isStopping: Bool { stopping.load(ordering: .acquiring) }
     var isDrained: Bool { linkStopped.load(ordering: .acquiring) && queue.count == 0 }
-    var connectionNumber: UInt64 { connection.value.load(ordering: .acquiring) }
+    var connectionNumber: UInt64 { connection.number.load(ordering: .acquiring) }
+    /// The link to the broker as the fleet view shows it: `connected`, `lost`, or `stopped` (this bridge stops).
+    var brokerState: String { isStopping ? "stopped" : connection.up.load(ordering: .acquiring) ? "connected" : "lost" }
+    var brokers: String { settings.link.brokers.map(\.description).joined(separator: ",") }
+    var clientID: String { settings.link.clientID }
 
     func rebirth(_ key: DeviceKey) {
         let topic = Topics(site: key.site, device: key.device).command("rebirth")
@@ -124,7 +132,8 @@ final class BridgeRuntime: Sendable {
     }
 }
 
-/// Shared between the link's callback and the runtime.
-final class ConnectionNumber: Sendable {
-    let value = Atomic<UInt64>(0)
+/// The broker link as the link thread last said it (shared between the link's callback and the runtime): its connection number (0: never connected), and whether it is up.
+final class BrokerLink: Sendable {
+    let number = Atomic<UInt64>(0)
+    let up = Atomic<Bool>(false)
 }

@@ -44,6 +44,8 @@ struct DatabaseLoop {
     private var stopDeadline: Double?
     private var sweep: Sweep
     private var seenConnection: UInt64 = 0
+    /// The broker link's state last written to `sensor_bridges`.
+    private var recordedLink: String?
     /// Every online device is to be asked for a rebirth at the next sweep: after a new broker connection, or at the
     /// end of an overflow that dropped their states.
     private var rebirthEveryOnline = false
@@ -103,6 +105,9 @@ struct DatabaseLoop {
             } catch {
                 failed(applier, error, size: 0)
             }
+        }
+        if recordedLink != nil, let applier {   // (best effort: a database down at the stop leaves "lost" or "connected")
+            _ = try? applier.db.query(SQL.brokerLink, [runtime.clientID, runtime.brokers, "stopped"])
         }
         logStats(force: true)
         return 0
@@ -282,6 +287,13 @@ struct DatabaseLoop {
         if number != seenConnection {
             seenConnection = number
             rebirthEveryOnline = true
+        }
+        let link = runtime.brokerState
+        if link != recordedLink {
+            do { _ = try applier.db.query(SQL.brokerLink, [runtime.clientID, runtime.brokers, link]) } catch {
+                throw ApplyError(error, statement: .brokerLink)
+            }
+            recordedLink = link
         }
         if rebirthEveryOnline {
             let online: PostgresRows
