@@ -198,6 +198,18 @@ import TestSupport
                                + "mounted read-only\""), "\(first)")
         #expect(first.contains("sudo mount -o remount,rw \(directory)") && !first.contains("ReadWritePaths=")
                     && !first.contains("install -d"), "\(first)")
+        // Issue 33: doctor said the service was not running (nobody holds the lock it cannot take); its status socket
+        // says it runs, events in memory.
+        let doctor = try runAgentProgram("/usr/bin/env", ["RUNTIME_DIRECTORY=\(runtime)", agentBinary, "doctor", "--config", config,
+                                                          "--json", "--timeout", "1"], timeout: 30)
+        let report = (try? JSONSerialization.jsonObject(with: Data(doctor.out.utf8))) as? [String: Any] ?? [:]
+        let service = ((report["sections"] as? [[String: Any]]) ?? []).first { $0["name"] as? String == "service" }?["checks"]
+            as? [[String: Any]] ?? []
+        let running = service.first { $0["title"] as? String == "the agent service is running" }
+        #expect(running?["status"] as? String == "ok"
+                && (running?["detail"] as? String)?.contains("nobody holds \(outbox)/agent.lock: its state directory cannot be used") == true,
+                "\(service) \(doctor.err)")
+        #expect(!doctor.out.contains("the agent service is not running"), "\(doctor.out)")
         agent.signal(SIGTERM)
         #expect(agent.wait(10) == 0, "\(agent.stderr)")
     }

@@ -33,6 +33,13 @@ enum ServiceChecks {
             }
         }
         guard let holder = StateDirectoryLock.holder(directory: config.outbox.path) else {
+            // An agent whose state directory cannot be used at all (a missing directory on a read-only disk) runs
+            // without the lock, its events in memory: its status socket still answers.
+            let path = StatusClient.locate(candidates)
+            if case .success(let status) = StatusClient.fetch(path: path, expecting: expected, config: configPath) {
+                return described(status, configPath: configPath, source: "from its status socket \(path); nobody holds \(lock): "
+                                 + "its state directory cannot be used, see the outbox checks")
+            }
             return Found(running: false, status: nil, steps: [
                 ProbeStep(.warning, "the agent service is not running", detail: "nobody holds \(config.outbox.path)/agent.lock",
                           fix: "systemctl start parkwise-agent (and journalctl -u parkwise-agent if it does not stay up)")])

@@ -24,9 +24,12 @@ public enum StatusSocket {
         return "\(outboxPath)/\(fileName)"
     }
 
-    /// Where a client looks, in order: the config's outbox directory (a run by hand), then the service's.
+    /// Where a client looks, in order: the config's outbox directory (a run by hand), this environment's
+    /// `RUNTIME_DIRECTORY` (a client run from the service's unit), then the service's.
     public static func candidates(outboxPath: String?) -> [String] {
-        (outboxPath.map { ["\($0)/\(fileName)"] } ?? []) + ["\(serviceDirectory)/\(fileName)"]
+        let runtime = getenv("RUNTIME_DIRECTORY").map { String(cString: $0) }.flatMap { $0.split(separator: ":").first }
+        return (outboxPath.map { ["\($0)/\(fileName)"] } ?? []) + (runtime.map { ["\($0)/\(fileName)"] } ?? [])
+            + ["\(serviceDirectory)/\(fileName)"]
     }
 
     /// Fills a unix socket address; nil when the path does not fit.
