@@ -31,13 +31,15 @@ public struct FleetBoard: Sendable {
         self.boot = boot ?? status?.boot
     }
 
-    /// A board as its retained status says it (what a subscriber sees). Its times are the board's clock: one that NTP
-    /// has not set (`clock: unsynced`) tells nothing of how old the status is, so such a board is never called stale.
-    public init(site: String, device: String, retained status: StatusPayload) {
+    /// A board as its retained status says it (what a subscriber sees). `published`: when the broker says the status
+    /// was published (its message expiry, MQTT 5), Unix seconds of the reader's clock: the evidence of its age, whatever
+    /// the board's clock. Without it the status's `at` is the board's clock: one that NTP has not set (`clock:
+    /// unsynced`) tells nothing of how old the status is, so such a board is then never called stale.
+    public init(site: String, device: String, retained status: StatusPayload, published: Int64? = nil) {
         let online = status.state == "online"
         self.init(site: site, device: device, online: online,
                   since: online ? status.since.flatMap(WireTime.unixSeconds) : nil,
-                  heardAt: online && status.clock != "unsynced" ? status.at.flatMap(WireTime.unixSeconds) : nil,
+                  heardAt: online ? published ?? (status.clock != "unsynced" ? status.at.flatMap(WireTime.unixSeconds) : nil) : nil,
                   status: online ? status : nil, boot: status.boot)
     }
 

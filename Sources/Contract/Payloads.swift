@@ -144,6 +144,16 @@ public struct StatusPayload: Codable, Sendable, Hashable {
     public static let simulatedMode = "simulated"
     public static let replayMode = "replay"
 
+    /// The MQTT 5 message expiry interval the status is published with, in seconds (about 136 years: it never
+    /// expires). A broker hands a retained copy on with what is left of it, so a reader learns how long ago the status
+    /// was published by the broker's clock, whatever the board's: `ageSeconds(remaining:)`.
+    public static let expiryInterval = UInt32.max
+
+    /// How long ago a status was published, from the expiry interval left when it arrived; nil for another interval.
+    public static func ageSeconds(remaining: UInt32?) -> Int64? {
+        remaining.map { Int64(expiryInterval) - Int64($0) }.flatMap { (0...Int64(Int32.max)).contains($0) ? $0 : nil }
+    }
+
     enum CodingKeys: String, CodingKey {
         case state, version, configHash = "config_hash", boot, since, mode, uptimeSeconds = "uptime_s"
         case outboxDepth = "outbox_depth", outboxOldestAgeSeconds = "outbox_oldest_age_s", clock

@@ -94,7 +94,7 @@ public final class UplinkSession {
     public func updateStatus(_ status: StatusPayload) {
         birth = status
         guard connection != nil else { return }
-        publish(topic: topics.status, payload: birthOnWire, retain: true, as: .state(topics.status))
+        publish(topic: topics.status, payload: birthOnWire, retain: true, expiry: StatusPayload.expiryInterval, as: .state(topics.status))
     }
 
     /// Stores a batch of events in the outbox (one sync for all). Returns the seqs the full outbox gave up for them
@@ -236,7 +236,7 @@ public final class UplinkSession {
 
     /// Status online, then every retained state: what a backend needs to rebuild the truth.
     public func rebirth() {
-        publish(topic: topics.status, payload: birthOnWire, retain: true, as: .state(topics.status))
+        publish(topic: topics.status, payload: birthOnWire, retain: true, expiry: StatusPayload.expiryInterval, as: .state(topics.status))
         for topic in retainedOrder { publishState(topic) }
     }
 
@@ -252,7 +252,7 @@ public final class UplinkSession {
     public func sayOffline() {
         offlineStatusAcked = false
         publish(topic: topics.status, payload: WireJSON.encode(StatusPayload(state: "offline", boot: birth.boot, connection: connection)),
-                retain: true, as: .status)
+                retain: true, expiry: StatusPayload.expiryInterval, as: .status)
     }
 
     /// The online status as this connection sends it: with its number, so that a reader can tell it from the
@@ -292,9 +292,9 @@ public final class UplinkSession {
 
     /// True while the publish awaits its `acknowledged` (QoS 1: the PUBACK; QoS 0: written whole to the socket).
     @discardableResult
-    private func publish(topic: String, payload: [UInt8], qos: Int32 = 1, retain: Bool, as sent: Sent) -> Bool {
+    private func publish(topic: String, payload: [UInt8], qos: Int32 = 1, retain: Bool, expiry: UInt32? = nil, as sent: Sent) -> Bool {
         guard let connection else { return false }
-        switch link.publish(topic: topic, payload: payload, qos: qos, retain: retain, on: connection) {
+        switch link.publish(topic: topic, payload: payload, qos: qos, retain: retain, expiry: expiry, on: connection) {
         case .sent(let mid, _):
             inFlight[mid] = sent
             return true

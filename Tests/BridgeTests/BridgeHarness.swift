@@ -186,8 +186,8 @@ struct FakeDevice {
 
     var prefix: String { "parkwise/v1/\(site)/\(device)" }
 
-    func send(_ topic: String, _ payload: String, retain: Bool = false) {
-        let code = try? mosquittoPublish(broker, prefix + "/" + topic, payload, retain: retain)
+    func send(_ topic: String, _ payload: String, retain: Bool = false, options: [String] = []) {
+        let code = try? mosquittoPublish(broker, prefix + "/" + topic, payload, retain: retain, options: options)
         #expect(code == 0, "mosquitto_pub \(topic)")
     }
 

@@ -207,6 +207,24 @@ import TestSupport
         fixture.query("UPDATE sensor_devices SET heard_at = now() - interval '1 hour' WHERE device = 'p1-ghost'")
         let bridgeGhost = try runBridge(["fleet", "--database", fixture.url, "--stale", "10m"])
         #expect(row(bridgeGhost.out, "p1-ghost").dropFirst().first == "STALE", "\(bridgeGhost.out)")
+
+        // Issue 33: a board whose clock NTP has not set was never STALE in monitor --fleet (its `at` tells nothing)
+        // while the bridge, by its own clock, called it STALE. The agent publishes its status with an MQTT 5 message
+        // expiry, and the broker hands the retained copy on with what is left of it: its age by the broker's clock.
+        let published = try Child("/usr/bin/mosquitto_sub", ["-p", "\(fixture.broker.port)", "-V", "mqttv5", "-C", "1", "-W", "5",
+                                                             "-t", "parkwise/v1/garage/p1-a/status", "-F", "%j"])
+        #expect(published.wait(10) == 0 && published.stdout.contains("\"message-expiry-interval\":42949672"), "\(published.stdout)")
+        let drift = FakeDevice(fixture.broker, device: "p1-drift")
+        drift.send("status", #"{"at":"\#(wireTime())","boot":2,"clock":"unsynced","since":"\#(wireTime(-7200))","state":"online","version":"0.1.0"}"#,
+                   retain: true, options: ["-V", "mqttv5", "-D", "publish", "message-expiry-interval", "\(UInt32.max - 3600)"])
+        #expect(fixture.waitFor("SELECT count(*) FROM sensor_devices WHERE device = 'p1-drift' AND online", "1"), "\(bridge.stderr)")
+        fixture.query("UPDATE sensor_devices SET heard_at = now() - interval '1 hour' WHERE device = 'p1-drift'")
+        let monitorDrift = try runAgentCLI(["monitor", "--broker", fixture.broker.url, "--fleet", "garage", "--stale", "10m"])
+        let bridgeDrift = try runBridge(["fleet", "--database", fixture.url, "--stale", "10m"])
+        for view in [monitorDrift.out, bridgeDrift.out] {
+            #expect(row(view, "p1-drift").dropFirst().first == "STALE" && row(view, "p1-drift").last == "unsynced", "\(view)")
+            #expect(view.contains("nothing heard for 1h00m"), "\(view)")
+        }
     }
 }
 

@@ -38,6 +38,11 @@ import Testing
         let now = WireTime.unixSeconds("2026-12-02T12:00:00Z")!
         // Its own clock not set: its `at` says nothing of the status's age.
         #expect(FleetBoard(site: "s", device: "unset", retained: status).heardAt == nil)
+        // Unless the broker says when it was published (MQTT 5 message expiry): its evidence, whatever the board's clock.
+        let aged = FleetBoard(site: "s", device: "unset", retained: status, published: now - 900)
+        #expect(aged.heardAt == now - 900 && aged.isStale(now: now, staleAfter: 600))
+        #expect(StatusPayload.ageSeconds(remaining: UInt32.max - 900) == 900 && StatusPayload.ageSeconds(remaining: nil) == nil)
+        #expect(StatusPayload.ageSeconds(remaining: 60) == nil, "another interval than the status's says nothing of its age")
         status.clock = "synced"
         let fresh = FleetBoard(site: "s", device: "fresh", retained: status)
         #expect(fresh.since == now - 7200 && fresh.heardAt == now - 600 && fresh.boot == 3)

@@ -344,8 +344,9 @@ public func publish(_ broker: Broker, _ topic: String, _ payload: String, retain
 }
 
 /// mosquitto_pub, QoS 1 (retained with `retain`); its exit code, nil when it did not finish.
-public func mosquittoPublish(_ broker: Broker, _ topic: String, _ payload: String, retain: Bool = false) throws -> Int32? {
+public func mosquittoPublish(_ broker: Broker, _ topic: String, _ payload: String, retain: Bool = false,
+                             options: [String] = []) throws -> Int32? {
     let child = try Child("/usr/bin/mosquitto_pub", ["-p", "\(broker.port)", "-q", "1", "-t", topic, "-m", payload]
-                          + (retain ? ["-r"] : []))
+                          + (retain ? ["-r"] : []) + options)
     return child.wait(5)
 }

@@ -56,7 +56,7 @@ enum FleetCollector {
                 lastNews = clock.now
                 connectedAt = connectedAt ?? clock.now
                 wake(at: clock.now + quiet)
-            case .uplink(.message(let topic, let payload, let retained)):
+            case .uplink(.message(let topic, let payload, let retained, let expiry)):
                 guard let (_, device, rest) = Topics.parse(topic), rest == ["status"] else { continue }
                 if retained {
                     lastNews = clock.now
@@ -73,7 +73,8 @@ enum FleetCollector {
                     status.idConflict = "statuses of \(seen.sorted().joined(separator: " and ")) came within seconds: "
                         + "two boards publish as this device"
                 }
-                boards[device] = FleetBoard(site: site, device: device, retained: status)
+                let published = StatusPayload.ageSeconds(remaining: expiry).map { Int64(Date().timeIntervalSince1970) - $0 }
+                boards[device] = FleetBoard(site: site, device: device, retained: status, published: published)
             case .uplink:
                 continue
             case .check:

@@ -62,6 +62,9 @@ enum MonitorCommand {
             clientID: "parkwise-monitor-\(ProcessInfo.processInfo.processIdentifier)", keepaliveSeconds: 30,
             will: nil, subscriptions: [fleetSite.map(FleetCollector.filter) ?? Topics.siteFilter(args.option("site"))])
         settings.unreachableMessage = "broker unreachable, retrying"
+        // MQTT 5 where the broker speaks it: a retained status then comes with its age by the broker's clock.
+        settings.protocolVersion = 5
+        settings.fallsBackTo311 = true
         if let path = args.option("credentials") {
             do {
                 let login = try Credentials.load(path: path)
@@ -97,7 +100,7 @@ enum MonitorCommand {
         var seen = 0
         loop: for await input in stream {
             switch input {
-            case .uplink(.message(let topic, let payload, _)):
+            case .uplink(.message(let topic, let payload, _, _)):
                 for line in view.take(topic: topic, payload: payload, at: .now) { say(line) }
                 if topic.hasSuffix("/events") { seen += 1 }
                 if let limit, seen >= limit { break loop }

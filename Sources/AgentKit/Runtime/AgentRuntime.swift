@@ -287,8 +287,8 @@ final class AgentRuntime: @unchecked Sendable {
                     }
                 }
                 switch event {
-                case .message(let topic, let payload, _) where topic == topics.status: echoed(payload)
-                case .message(let topic, let payload, let retained): command(topic: topic, payload: payload, retained: retained)
+                case .message(let topic, let payload, _, _) where topic == topics.status: echoed(payload)
+                case .message(let topic, let payload, let retained, _): command(topic: topic, payload: payload, retained: retained)
                 case .oversized(let topic, let bytes, let retained): command(topic: topic, payload: [], retained: retained, oversized: bytes)
                 case .contested, .refused: break   // in the status (`noteForStatus`); the core keeps refused events
                 case .disconnected: break   // waiting commands wait for the next connection, to be answered there

@@ -32,7 +32,7 @@ extension BrokerProbe {
             let connection: MosquittoConnection
             do {
                 connection = try MosquittoConnection.make(settings: settings, broker: broker, number: 1, emit: { event in
-                    if case .message(let topic, let payload, _) = event { recorder.message(topic: topic, payload: payload) }
+                    if case .message(let topic, let payload, _, _) = event { recorder.message(topic: topic, payload: payload) }
                 }, recorder: recorder)
             } catch let error as UplinkError {
                 outcome.withLock { $0.setupError = error.description; $0.finished = true }

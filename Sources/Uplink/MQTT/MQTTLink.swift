@@ -56,12 +56,13 @@ public final class MQTTLink: Sendable {
     /// (nil: any): a message must never slip onto a newer connection ahead of its birth and replay.
     /// Without TLS the message is written to the socket here; what the socket did not take (or, with TLS,
     /// the whole message) is written by the link's thread, woken for it at once.
-    public func publish(topic: String, payload: [UInt8], qos: Int32 = 1, retain: Bool, on expected: UInt64? = nil) -> PublishResult {
+    public func publish(topic: String, payload: [UInt8], qos: Int32 = 1, retain: Bool, expiry: UInt32? = nil,
+                        on expected: UInt64? = nil) -> PublishResult {
         current.withLock { connection in
             guard let connection, connection.connack == 0, expected == nil || expected == connection.number else {
                 return .offline
             }
-            let (rc, mid, written) = connection.publish(topic: topic, payload: payload, qos: qos, retain: retain)
+            let (rc, mid, written) = connection.publish(topic: topic, payload: payload, qos: qos, retain: retain, expiry: expiry)
             guard rc == MOSQ_ERR_SUCCESS.rawValue else { return .offline }
             // No clock read for the keepalive here: libmosquitto keeps its own, and a keepalive this thread thinks
             // due too early only makes it look again later. A hosted connection is written by the publishing thread's

@@ -18,6 +18,8 @@ final class MosquittoConnection: @unchecked Sendable {
     let number: UInt64
     /// MQTT 5 with a limit on what the broker sends: the CONNECT carries the maximum packet size.
     private let maximumPacket: UInt32?
+    /// The connection speaks MQTT 5: a publish may carry properties.
+    private let mqtt5: Bool
 
     /// What the callbacks may touch: the events they report (taken by the link's thread after each round of
     /// reading and writing, and handed on together) and the CONNACK result, nothing else.
@@ -56,12 +58,13 @@ final class MosquittoConnection: @unchecked Sendable {
     }()
 
     private init(handle: OpaquePointer, context: Unmanaged<CallbackContext>, broker: LinkSettings.Broker, number: UInt64,
-                 maximumPacket: UInt32?) {
+                 maximumPacket: UInt32?, mqtt5: Bool) {
         self.handle = handle
         self.context = context
         self.broker = broker
         self.number = number
         self.maximumPacket = maximumPacket
+        self.mqtt5 = mqtt5
     }
 
     deinit {
@@ -82,7 +85,7 @@ final class MosquittoConnection: @unchecked Sendable {
         let maximumPacket = settings.protocolVersion == 5
             ? settings.maximumIncoming.map { UInt32(clamping: $0 + LinkSettings.topicRoom) } : nil
         let connection = MosquittoConnection(handle: handle, context: context, broker: broker, number: number,
-                                             maximumPacket: maximumPacket)
+                                             maximumPacket: maximumPacket, mqtt5: settings.protocolVersion == 5)
         mosquitto_threaded_set(handle, broker.tls)
         _ = mosquitto_int_option(handle, MOSQ_OPT_PROTOCOL_VERSION,
                                  settings.protocolVersion == 5 ? MQTT_PROTOCOL_V5 : MQTT_PROTOCOL_V311)
@@ -91,7 +94,8 @@ final class MosquittoConnection: @unchecked Sendable {
         mosquitto_disconnect_v5_callback_set(handle, onDisconnect)
         // (The v5 callback is called for MQTT 3.1.1 too, with reason 0: a 3.1.1 PUBACK carries none.)
         mosquitto_publish_v5_callback_set(handle, onPublish)
-        mosquitto_message_callback_set(handle, onMessage)
+        // (Also called for MQTT 3.1.1, without properties.)
+        mosquitto_message_v5_callback_set(handle, onMessage)
         if recorder != nil {
             mosquitto_subscribe_callback_set(handle, onSubscribe)
             mosquitto_log_callback_set(handle, onLog)
@@ -168,9 +172,20 @@ final class MosquittoConnection: @unchecked Sendable {
     /// Publishes with QoS 1 or 0; returns the message id reported once the broker acknowledged it (QoS 1: its PUBACK)
     /// or, QoS 0, once it is written whole to the socket. `written`: a QoS 0 message already was (nothing is reported
     /// for it then: the callback fired inside the call and its report is taken back).
-    func publish(topic: String, payload: [UInt8], qos: Int32 = 1, retain: Bool) -> (rc: Int32, mid: Int32, written: Bool) {
+    /// `expiry`: with MQTT 5, the message's expiry interval in seconds (the broker hands a retained copy on with what
+    /// is left of it, so a reader learns its age by the broker's clock); ignored over 3.1.1.
+    func publish(topic: String, payload: [UInt8], qos: Int32 = 1, retain: Bool,
+                 expiry: UInt32? = nil) -> (rc: Int32, mid: Int32, written: Bool) {
         var mid: Int32 = 0
-        let rc = payload.withUnsafeBytes { mosquitto_publish(handle, &mid, topic, Int32($0.count), $0.baseAddress, qos, retain) }
+        var properties: OpaquePointer?
+        defer { mosquitto_property_free_all(&properties) }
+        if let expiry, mqtt5 {
+            let rc = mosquitto_property_add_int32(&properties, Int32(MQTT_PROP_MESSAGE_EXPIRY_INTERVAL.rawValue), expiry)
+            guard rc == MOSQ_ERR_SUCCESS.rawValue else { return (rc, 0, false) }
+        }
+        let rc = payload.withUnsafeBytes {
+            mosquitto_publish_v5(handle, &mid, topic, Int32($0.count), $0.baseAddress, qos, retain, properties)
+        }
         guard rc == MOSQ_ERR_SUCCESS.rawValue, qos == 0, !wantsWrite else { return (rc, mid, false) }
         context.takeUnretainedValue().events.withLock { events in
             if let own = events.lastIndex(where: { if case .acknowledged(mid, _) = $0 { true } else { false } }) {
@@ -236,7 +251,8 @@ private func onPublish(_ mosq: OpaquePointer?, _ obj: UnsafeMutableRawPointer?, 
                             : .acknowledged(mid: mid, connection: ctx.number))
 }
 
-private func onMessage(_ mosq: OpaquePointer?, _ obj: UnsafeMutableRawPointer?, _ message: UnsafePointer<mosquitto_message>?) {
+private func onMessage(_ mosq: OpaquePointer?, _ obj: UnsafeMutableRawPointer?, _ message: UnsafePointer<mosquitto_message>?,
+                       _ properties: OpaquePointer?) {
     guard let message = message?.pointee, let topic = message.topic else { return }
     let ctx = context(obj)
     ctx.received.add(1, ordering: .releasing)
@@ -246,7 +262,9 @@ private func onMessage(_ mosq: OpaquePointer?, _ obj: UnsafeMutableRawPointer?, 
     }
     let payload = message.payloadlen > 0 && message.payload != nil
         ? Array(UnsafeRawBufferPointer(start: message.payload, count: Int(message.payloadlen))) : []
-    ctx.emit(.message(topic: String(cString: topic), payload: payload, retained: message.retain))
+    var expiry: UInt32 = 0
+    let hasExpiry = mosquitto_property_read_int32(properties, Int32(MQTT_PROP_MESSAGE_EXPIRY_INTERVAL.rawValue), &expiry, false) != nil
+    ctx.emit(.message(topic: String(cString: topic), payload: payload, retained: message.retain, expiry: hasExpiry ? expiry : nil))
 }
 
 // A broker probe's callbacks: they only write into the recorder (lock-protected).

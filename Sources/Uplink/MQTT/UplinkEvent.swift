@@ -12,8 +12,8 @@ public enum UplinkEvent: Sendable {
     /// 0x87 not authorized: its ACL denies the topic). It did not take the message: nothing was delivered.
     case refused(mid: Int32, connection: UInt64, reason: Int32)
     /// A message on a subscribed topic; `retained`: the broker's stored copy, sent because a subscription was made
-    /// (not a message published now).
-    case message(topic: String, payload: [UInt8], retained: Bool)
+    /// (not a message published now); `expiry`: MQTT 5, what is left of its expiry interval, in seconds.
+    case message(topic: String, payload: [UInt8], retained: Bool, expiry: UInt32?)
     /// A message larger than `LinkSettings.maximumIncoming`: dropped unread in libmosquitto's callback, before it was
     /// copied or decoded; only its topic and size are kept.
     case oversized(topic: String, bytes: Int, retained: Bool)
