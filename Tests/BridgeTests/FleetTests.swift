@@ -135,8 +135,8 @@ import TestSupport
                 "\((try? fleet()) ?? "")\n\(bridge.stderr)")
         let table = try fleet()
         #expect(table.split(separator: "\n").allSatisfy { $0.count <= 80 } 
-                && table.split(separator: "\n").prefix(2).map { $0.trimmingPrefix("  ") }.joined(separator: " ")
-                    .contains("the boards below are as of then, not offline or stale"), "\(table)")
+                && table.split(separator: "\n").prefix(3).map { $0.trimmingPrefix("  ") }.joined(separator: " ")
+                    .contains("the boards below are as of then: an OFFLINE may be the stopping broker's will, a STALE its outage"), "\(table)")
         try fixture.broker.start()
         #expect(eventually(30) { (try? fleet()).map { !$0.contains("BROKER LOST") && $0.contains("p1-a") } == true },
                 "\((try? fleet()) ?? "")\n\(bridge.stderr)")

@@ -3,6 +3,8 @@
 #   start_bridge_services BRIDGE [postgres -c option…]   sets work, pgport, mqport, db and pids; extra lines for
 #                                                         mosquitto's config in $mosquitto_extra (and
 #                                                         $mosquitto_access in place of allow_anonymous true)
+#   site_broker_files ROOT SITE USER…                    the site's ACL and a password for each USER in ROOT, for the
+#                                                         broker start_bridge_services starts
 pgbin=/usr/lib/postgresql/15/bin
 pids=()
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -12,6 +14,29 @@ stop_bridge_services() {
     [ -f "$work/data/postmaster.pid" ] && kill -INT "$(head -1 "$work/data/postmaster.pid")" 2>/dev/null || true
     wait 2>/dev/null || true
     rm -rf "$work"
+}
+
+# site_broker_files ROOT SITE USER...: in ROOT (made here, kept by the caller), the shipped ACL (deploy/mosquitto/acl.conf)
+# for SITE, a password file with a random password for each USER, and ROOT/USER/credentials (username=, password=;
+# 0600); sets mosquitto_access to them and mosquitto_extra to persistence in ROOT (append to it for more).
+site_broker_files() {
+    local root=$1 site=$2 user password
+    shift 2
+    mkdir -p "$root"
+    chmod 755 "$root"
+    : > "$root/passwd"
+    for user in "$@"; do
+        password=pw-$user-$RANDOM$RANDOM
+        printf '%s:%s\n' "$user" "$password" >> "$root/passwd"
+        mkdir -p "$root/$user"
+        printf 'username=%s\npassword=%s\n' "$user" "$password" > "$root/$user/credentials"
+        chmod 600 "$root/$user/credentials"
+    done
+    mosquitto_passwd -U "$root/passwd"
+    sed "s#parkwise/v1/uniandes/#parkwise/v1/$site/#" deploy/mosquitto/acl.conf > "$root/acl"
+    [ "$(id -u)" -ne 0 ] || chown -R root "$root"
+    mosquitto_access=$'allow_anonymous false\npassword_file '"$root"$'/passwd\nacl_file '"$root"$'/acl\n'
+    mosquitto_extra=$'persistence true\npersistence_location '"$root"$'/\n'
 }
 
 start_bridge_services() {

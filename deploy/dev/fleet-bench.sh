@@ -29,27 +29,13 @@ ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 . deploy/dev/bridge-services.sh
 # The password file and ACL exist before the broker starts.
 fleet_root=$(mktemp -d /tmp/parkwise-fleet.XXXXXX)
-chmod 755 "$fleet_root"
-mosquitto_access=$'allow_anonymous false\npassword_file '"$fleet_root"$'/passwd\nacl_file '"$fleet_root"$'/acl\n'
-mosquitto_extra=$'persistence true\npersistence_location '"$fleet_root"$'/\nmax_queued_messages 0\nmax_connections -1\n'
-
-device() { printf 'g%03d' "$1"; }
-level() { printf 'G%03d' "$1"; }
-: > "$fleet_root/passwd"
-secret() { printf 'pw-%s-%s' "$1" "$RANDOM$RANDOM"; }
-bridge_password=$(secret bridge)
-printf 'parkwise-backend:%s\n' "$bridge_password" >> "$fleet_root/passwd"
-printf 'username=parkwise-backend\npassword=%s\n' "$bridge_password" > "$fleet_root/backend.credentials"
-for i in $(seq 1 "$agents"); do
-    d=$(device "$i"); p=$(secret "$d")
-    printf '%s:%s\n' "$d" "$p" >> "$fleet_root/passwd"
-    mkdir -p "$fleet_root/$d"
-    printf 'username=%s\npassword=%s\n' "$d" "$p" > "$fleet_root/$d/credentials"
-done
-chmod 600 "$fleet_root"/*/credentials "$fleet_root/backend.credentials"
-mosquitto_passwd -U "$fleet_root/passwd"
-sed 's#parkwise/v1/uniandes/#parkwise/v1/city/#' deploy/mosquitto/acl.conf > "$fleet_root/acl"
-[ "$(id -u)" -eq 0 ] && chown -R root "$fleet_root"
+device() { printf 'g%03d\n' "$1"; }
+level() { printf 'G%03d\n' "$1"; }
+# shellcheck disable=SC2046
+site_broker_files "$fleet_root" city parkwise-backend $(for i in $(seq 1 "$agents"); do device "$i"; done)
+mosquitto_extra+=$'max_queued_messages 0\nmax_connections -1\n'
+cp -p "$fleet_root/parkwise-backend/credentials" "$fleet_root/backend.credentials"
+bridge_password=$(sed -n 's/^password=//p' "$fleet_root/backend.credentials")
 
 start_bridge_services "$bridge"
 # FLEET_KEEP=1 keeps the logs, configs and outboxes (and the broker's persistence) in $fleet_root.

@@ -92,7 +92,7 @@ enum FleetCommand {
             let (bridge, brokers, ago) = (row[0] ?? "?", row[1] ?? "?", FleetTable.age(row[3].flatMap { Int64($0) } ?? 0))
             return FleetTable.wrap(row[2] == "stopped"
                 ? "NO BRIDGE RUNNING: \(bridge) stopped \(ago) ago: nothing applied since, the boards below are as of then"
-                : "BROKER LOST: bridge \(bridge) lost \(brokers) \(ago) ago: the boards below are as of then, not offline or stale",
+                : "BROKER LOST: bridge \(bridge) lost \(brokers) \(ago) ago: the boards below are as of then: an OFFLINE may be the stopping broker's will, a STALE its outage",
                 indent: "", then: "  ")
         }
     }
