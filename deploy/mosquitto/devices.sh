@@ -167,8 +167,17 @@ give_spots() {
     echo "${0##*/}: $site/$device: register entry published, $(wc -l <"$owned/$device") spot(s)" >&2
 }
 
-# rev_now: the register's order, the broker host's clock in milliseconds.
-rev_now() { date +%s%3N; }
+# rev_now: the register's order: the broker host's clock in milliseconds, and always past the last one given (kept in
+# register.rev under the register's lock), so a clock set back on this host cannot make a newer entry lose at the bridge.
+rev_now() {
+    local now last
+    now=$(date +%s%3N)
+    last=$(cat "$register.rev" 2>/dev/null || echo 0)
+    [[ $last =~ ^[0-9]+$ ]] || last=0
+    ((now > last)) || now=$((last + 1))
+    echo "$now" >"$register.rev"
+    echo "$now"
+}
 
 # clear_retained SITE DEVICE: every retained message of the device's tree removed (its status, spot and level states),
 # as the admin role; mosquitto_sub ends 2 s after the last one (exit 27: its timeout, the normal end here).

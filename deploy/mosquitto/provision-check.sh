@@ -186,6 +186,12 @@ eventually 10 grep -q "^$reg/p3-west .*\"spots\":\[\"P3-A-01\"\]" "$work/seen" |
 [ "$(entry p2-east | sed 's/.*"rev":\([0-9]*\).*/\1/')" = "$(entry p3-west | sed 's/.*"rev":\([0-9]*\).*/\1/')" ] ||
     fail "the two entries of one move have different revs: $(entry p2-east) / $(entry p3-west)"
 if bash deploy/mosquitto/spots.sh uniandes p9-none P3-A-01 2>/dev/null; then fail "spots.sh gave spots to a device never provisioned"; fi
+# The register's order survives a clock set back on the broker host: the next rev is past the last one given.
+before_rev=$(cat "$broker/devices.rev")
+echo $((before_rev + 3600000)) >"$broker/devices.rev"   # as if the last entry had been given an hour ahead of this clock
+bash deploy/mosquitto/spots.sh uniandes p2-east --publish 2>"$work/spots.log" || { cat "$work/spots.log" >&2; fail "spots.sh --publish"; }
+eventually 10 grep -q "^$reg/p2-east .*\"rev\":$((before_rev + 3600001))," "$work/seen" ||
+    fail "the rev after a clock set back is not past the last one: $(entry p2-east)"
 
 # The real agent with the bundle's files as they are (config skeleton + the single gate's level and lane).
 config=$work/p2-east.yaml
