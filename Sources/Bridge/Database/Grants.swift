@@ -18,12 +18,15 @@ enum Grants {
 
     /// Every sequence behind a column (bigserial, identity) of a table the bridge inserts into, qualified, in the
     /// order of `tables` and their columns: an insert draws its id from it, which needs USAGE.
+    /// (Materialized: `s IS NOT NULL` pushed down into the scan of pg_attribute would call pg_get_serial_sequence on
+    /// every column of the database, pg_toast's too, which a role that is not a superuser may not read: "permission
+    /// denied for schema pg_toast", once the list of tables made PostgreSQL plan a hash join.)
     static let sequencesQuery = """
-        SELECT s FROM (
+        WITH c AS MATERIALIZED (
           SELECT t.ord, a.attnum, pg_get_serial_sequence(a.attrelid::regclass::text, a.attname) AS s
           FROM unnest($1::text[]) WITH ORDINALITY AS t(name, ord)
-          JOIN pg_attribute a ON a.attrelid = to_regclass(t.name) AND a.attnum > 0 AND NOT a.attisdropped) c
-        WHERE s IS NOT NULL ORDER BY ord, attnum
+          JOIN pg_attribute a ON a.attrelid = to_regclass(t.name) AND a.attnum > 0 AND NOT a.attisdropped)
+        SELECT s FROM c WHERE s IS NOT NULL ORDER BY ord, attnum
         """
 
     /// What a log line or an error says to do when the server refuses `role` a privilege (SQLSTATE 42501).
