@@ -23,11 +23,11 @@ final class Applier {
     private(set) var knownSpots: Set<String> = []
     /// Unknown spot ids already logged (each is still counted in sensor_unknown_spots).
     private var reportedUnknown: Set<String> = []
-    /// Batches whose spots the backend's own rules refused (logged once per streak).
     /// Revoked devices whose messages were said ignored (once per device and run).
     private var reportedRevoked: Set<DeviceKey> = []
     /// `device spot` pairs whose reports are refused now (logged at a streak's first, forgotten at an accepted one).
     private var refusedStreaks: Set<String> = []
+    /// Batches whose spots the backend's own rules refused (logged once per streak).
     private var spotsRefused = LogStreak(.error, "spots not updated: the backend's database refused the sensors' view",
                                          ended: "spots updated again")
     // Per batch.
@@ -486,8 +486,8 @@ final class Applier {
         cursors[key] = cursor
     }
 
-    /// Collects the sensors' view of a spot; a spot ParkWise does not know is recorded instead.
-    /// Whether it was taken (a spot ParkWise knows, reported by a device that may).
+    /// Collects the sensors' view of a spot; a spot ParkWise does not know is recorded instead. Returns whether it was
+    /// taken (a spot ParkWise knows, reported by a device that may).
     @discardableResult
     private func sensed(_ key: DeviceKey, _ spot: String, state: String, since: String?, checkedIn: Bool,
                         seq: UInt64, isState: Bool) throws(PostgresError) -> Bool {

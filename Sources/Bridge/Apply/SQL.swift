@@ -209,7 +209,7 @@ enum SQL {
     // MARK: - The site's register: who may speak for a spot
 
     /// A device's register entry ($1 site, $2 device, $3 revoked, $4 rev): kept unless a newer one was applied; a
-    /// revocation is for ever and ends the device's online (its spots are made unknown by `dropOwned`). Returns
+    /// revocation is for ever and ends the device's online (its spots are made unknown by `forgetSpots`). Returns
     /// whether it is revoked now; no row: an older entry, ignored.
     static let registerDevice = """
         UPDATE sensor_devices SET register_rev = $4::bigint,
