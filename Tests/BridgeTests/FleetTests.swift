@@ -131,10 +131,11 @@ import TestSupport
         func fleet() throws -> String { try runBridge(["fleet", "--database", fixture.url]).out }
         #expect(try !fleet().contains("BROKER LOST"))
         fixture.broker.stop()
-        #expect(eventually(20) { (try? fleet())?.hasPrefix("BROKER LOST: bridge parkwise-bridge lost \(fixture.broker.url) 0s ago") == true },
+        // (How long ago depends on how fast this machine runs the view: any age.)
+        #expect(eventually(20) { (try? fleet())?.hasPrefix("BROKER LOST: bridge parkwise-bridge lost \(fixture.broker.url) ") == true },
                 "\((try? fleet()) ?? "")\n\(bridge.stderr)")
         let table = try fleet()
-        #expect(table.split(separator: "\n").allSatisfy { $0.count <= 80 } 
+        #expect(table.split(separator: "\n").allSatisfy { $0.count <= 80 }
                 && table.split(separator: "\n").prefix(3).map { $0.trimmingPrefix("  ") }.joined(separator: " ")
                     .contains("the boards below are as of then: an OFFLINE may be the stopping broker's will, a STALE its outage"), "\(table)")
         try fixture.broker.start()
