@@ -2,7 +2,8 @@
 # free loopback ports, the ParkWise test schema migrated by the bridge, both stopped (with what `pids` lists) at exit.
 #   start_bridge_services BRIDGE [postgres -c option…]   sets work, pgport, mqport, db and pids; extra lines for
 #                                                         mosquitto's config in $mosquitto_extra (and
-#                                                         $mosquitto_access in place of allow_anonymous true)
+#                                                         $mosquitto_access in place of allow_anonymous true);
+#                                                         no mosquitto with bridge_services_broker=none
 #   site_broker_files ROOT SITE USER…                    the site's ACL and a password for each USER in ROOT, for the
 #                                                         broker start_bridge_services starts
 pgbin=/usr/lib/postgresql/15/bin
@@ -53,8 +54,10 @@ start_bridge_services() {
     pids+=($!)
     printf 'listener %s 127.0.0.1\n%s%s' "$mqport" "${mosquitto_access:-$'allow_anonymous true\n'}" "${mosquitto_extra:-}" > "$work/mosquitto.conf"
     [ "$(id -u)" -eq 0 ] && echo "user root" >> "$work/mosquitto.conf"
-    /usr/sbin/mosquitto -c "$work/mosquitto.conf" > "$work/mosquitto.log" 2>&1 &
-    pids+=($!)
+    if [ "${bridge_services_broker:-mosquitto}" = mosquitto ]; then
+        /usr/sbin/mosquitto -c "$work/mosquitto.conf" > "$work/mosquitto.log" 2>&1 &
+        pids+=($!)
+    fi
     until "$pgbin/pg_isready" -q -h 127.0.0.1 -p "$pgport"; do sleep 0.1; done
     db=postgresql://postgres@127.0.0.1:$pgport/postgres
     psql -X -q -v ON_ERROR_STOP=1 -d "$db" -f deploy/backend/parkwise-test-schema.sql

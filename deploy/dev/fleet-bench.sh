@@ -11,13 +11,21 @@
 #   4. the end: every agent stopped (SIGTERM); every spot in the database equals its board's retained state, every
 #      seq of every board arrived or lies in a declared gap, and both fleet views show every board OFFLINE.
 #   FLEET_AGENTS=300 deploy/dev/fleet-bench.sh      (FLEET_BRIDGES=1: one bridge, to compare)
+# FLEET_BROKER=nats: the site broker is a three-node NATS cluster (deploy/nats/README.md, deploy/dev/nats-cluster.sh) with
+# the same users and permissions; each board lists the three nodes (starting at a different one), each bridge too, and
+# both bridges take the whole feed (NATS has no shared subscriptions: the database applies each seq once). Step 3 is then
+# a node lost: one node killed (SIGKILL) mid-stream, its boards and bridges moving to the others; the node started
+# again with its store, and the end's retained states read from it:
+#   FLEET_BROKER=nats FLEET_AGENTS=24 FLEET_PEAK_S=30 deploy/dev/fleet-bench.sh      (the node-loss run)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 agents=${FLEET_AGENTS:-200}
 speed=${FLEET_SPEED:-60}
 peak_s=${FLEET_PEAK_S:-120}
 bridges=${FLEET_BRIDGES:-2}   # 1: one bridge, for comparison
-[ "$agents" -ge 1 ] && [ "$agents" -le 999 ] || { echo "fleet-bench: FLEET_AGENTS is 1 to 999" >&2; exit 64; }
+broker=${FLEET_BROKER:-mosquitto}
+[ "$agents" -ge 1 ] && [ "$agents" -le 9999 ] || { echo "fleet-bench: FLEET_AGENTS is 1 to 9999" >&2; exit 64; }
+case $broker in mosquitto|nats) ;; *) echo "fleet-bench: FLEET_BROKER is mosquitto or nats" >&2; exit 64 ;; esac
 
 swift build -c release --product parkwise-agent > /tmp/fleet-bench-build.log 2>&1 \
     && swift build -c release --product parkwise-bridge >> /tmp/fleet-bench-build.log 2>&1 \
@@ -31,16 +39,40 @@ ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 fleet_root=$(mktemp -d /tmp/parkwise-fleet.XXXXXX)
 device() { printf 'g%03d\n' "$1"; }
 level() { printf 'G%03d\n' "$1"; }
-# shellcheck disable=SC2046
-site_broker_files "$fleet_root" city parkwise-backend $(for i in $(seq 1 "$agents"); do device "$i"; done)
-mosquitto_extra+=$'max_queued_messages 0\nmax_connections -1\n'
+if [ "$broker" = nats ]; then
+    . deploy/dev/nats-cluster.sh
+    # shellcheck disable=SC2046
+    nats_users "$fleet_root" city parkwise-backend $(for i in $(seq 1 "$agents"); do device "$i"; done)
+    bridge_services_broker=none
+else
+    # shellcheck disable=SC2046
+    site_broker_files "$fleet_root" city parkwise-backend $(for i in $(seq 1 "$agents"); do device "$i"; done)
+    mosquitto_extra+=$'max_queued_messages 0\nmax_connections -1\n'
+fi
 cp -p "$fleet_root/parkwise-backend/credentials" "$fleet_root/backend.credentials"
 bridge_password=$(sed -n 's/^password=//p' "$fleet_root/backend.credentials")
 
 start_bridge_services "$bridge"
 # FLEET_KEEP=1 keeps the logs, configs and outboxes (and the broker's persistence) in $fleet_root.
-trap 'stop_fleet; stop_bridge_services; [ -n "${FLEET_KEEP:-}" ] && echo "kept: $fleet_root" >&2 || rm -rf "$fleet_root"' EXIT
-mosquitto_pid=${pids[1]}
+trap 'declare -F stop_fleet > /dev/null && stop_fleet; [ "$broker" != nats ] || stop_nats_cluster; stop_bridge_services
+      [ -n "${FLEET_KEEP:-}" ] && echo "kept: $fleet_root" >&2 || rm -rf "$fleet_root"' EXIT
+if [ "$broker" = nats ]; then
+    start_nats_cluster "$fleet_root" || exit 1
+    broker_pids() { echo "${nats_pids[@]}"; }
+    # Board i lists the three nodes from node (i mod 3) on, so the boards spread over the cluster.
+    # MQTT 3.1.1 said in the config (deploy/nats/README.md): no refused MQTT 5 handshake per node at each reconnection.
+    brokers_of() { local k=$(( $1 % 3 )) urls=("${nats_urls[@]}")
+                   printf '  brokers: ["%s", "%s", "%s"]\n  protocol: "3.1.1"' "${urls[@]:k}" "${urls[@]:0:k}"; }
+    bridge_brokers=$(IFS=,; echo "${nats_urls[*]}")
+    share_line=""
+    mqport=${nats_mqtt[1]}
+else
+    mosquitto_pid=${pids[1]}
+    broker_pids() { echo "$mosquitto_pid"; }
+    brokers_of() { printf '  brokers: ["mqtt://127.0.0.1:%s"]' "$mqport"; }
+    bridge_brokers=mqtt://127.0.0.1:$mqport
+    share_line='share_group: city-bridges\n'
+fi
 sql() { psql -X -At -d "$db" -c "$1"; }
 now() { date +%s.%N; }
 since() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$1" "$(now)"; }
@@ -60,7 +92,7 @@ sql "INSERT INTO levels (code, name, sort, underground)
 for i in $(seq 1 "$agents"); do
     d=$(device "$i"); l=$(level "$i")
     {
-        printf 'site: city\ndevice: %s\nboard: simulated\nmqtt:\n  brokers: ["mqtt://127.0.0.1:%s"]\n' "$d" "$mqport"
+        printf 'site: city\ndevice: %s\nboard: simulated\nmqtt:\n%s\n' "$d" "$(brokers_of "$i")"
         printf '  credentials: %s\n  keepalive: 30s\noutbox:\n  path: %s\n  capacity: 200\n' "$fleet_root/$d/credentials" "$fleet_root/$d/outbox"
         printf 'spot_id_pattern: "<level>-<zone>-<nn>"\nlevels:\n  - { id: %s, capacity: 24 }\nlanes:\n' "$l"
         printf '  - { id: gate-in, from: outside, to: %s, loops: { a: GPIO24, b: GPIO25 } }\n' "$l"
@@ -79,9 +111,9 @@ bridge_pids=()
 start_bridges() {
     local names=(bridge-a bridge-b)
     for name in "${names[@]:0:$bridges}"; do
-        printf 'sites: [city]\naccept_simulated: true\nspot_owners: first_report\nshare_group: city-bridges\nclient_id: %s\ncredentials: %s\n' \
+        printf "sites: [city]\naccept_simulated: true\nspot_owners: first_report\n${share_line}client_id: %s\ncredentials: %s\n" \
             "$name" "$fleet_root/backend.credentials" > "$fleet_root/$name.yaml"
-        "$bridge" run --broker "mqtt://127.0.0.1:$mqport" --database "$db" --config "$fleet_root/$name.yaml" \
+        "$bridge" run --broker "$bridge_brokers" --database "$db" --config "$fleet_root/$name.yaml" \
             > /dev/null 2>> "$fleet_root/$name.log" &
         bridge_pids+=($!)
     done
@@ -101,7 +133,7 @@ pss_mb() { local k=0; for p in "$@"; do k=$(( k + $(awk '/^Pss:/ { print $2 }' "
     echo $(( k / 1024 )); }
 postgres_pids() { local main; main=$(head -1 "$work/data/postmaster.pid"); echo "$main" $(pgrep -P "$main" || true); }
 
-echo "== $agents garages (24 spots, 2 lanes each: $(( agents * 24 )) spots), $bridges bridge(s) on \$share/city-bridges, speed ${speed}x"
+echo "== $agents garages (24 spots, 2 lanes each: $(( agents * 24 )) spots), $bridges bridge(s), broker $broker, speed ${speed}x"
 start_bridges
 wait_for '[ "$(grep -c "bridge running" "$fleet_root"/bridge-*.log 2>/dev/null | awk -F: "{ s += \$2 } END { print s }")" -ge "$bridges" ]' 30 \
     || fail "the bridges did not start: $(cat "$fleet_root"/bridge-*.log)"
@@ -119,7 +151,7 @@ echo "every board online in the database after $(since "$t0") s"
 
 echo "== 2. peak: ${peak_s} s of the morning at ${speed}x"
 declare -A members cpu0
-members=([agents]="${agent_pids[*]}" [broker]="$mosquitto_pid" [bridges]="${bridge_pids[*]}" [postgres]="$(postgres_pids)")
+members=([agents]="${agent_pids[*]}" [broker]="$(broker_pids)" [bridges]="${bridge_pids[*]}" [postgres]="$(postgres_pids)")
 kinds="agents broker bridges postgres"
 for k in $kinds; do cpu0[$k]=$(cpu ${members[$k]}); done
 e0=$(committed); t0=$(now)
@@ -133,18 +165,39 @@ python3 -c "print(f'committed: {($e1 - $e0) / ($t1 - $t0):.0f} events/s ({$e1 - 
 grep -h "info applied" "$fleet_root"/bridge-*.log | tail -4 | sed 's/^/  /' || true
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); rebirths asked for missing seqs so far: $(cat "$fleet_root"/bridge-*.log | grep -c 'events missing' || true)"
 
-echo "== 3. broker restart: $agents boards reconnect, replay and publish every state again"
 e0=$(committed)
 sql "CREATE TABLE fleet_before AS SELECT device, (status->>'reconnects')::int AS reconnects FROM sensor_devices WHERE site = 'city'" > /dev/null
-kill -TERM "$mosquitto_pid"; while kill -0 "$mosquitto_pid" 2>/dev/null; do sleep 0.05; done
-t0=$(now); restarted=$t0
-/usr/sbin/mosquitto -c "$work/mosquitto.conf" >> "$work/mosquitto.log" 2>&1 &
-mosquitto_pid=$!; pids+=("$mosquitto_pid")
-# A board is back once its status online says one more reconnection than before the restart.
+# A board is back once its status online says one more reconnection than before.
 back="SELECT count(*) FROM sensor_devices d JOIN fleet_before b USING (device)
       WHERE d.site = 'city' AND d.online AND (d.status->>'reconnects')::int > b.reconnects"
-wait_for '[ "$(sql "$back")" -eq "$agents" ]' 300 || fail "only $(sql "$back") of $agents boards back online 300 s after the restart"
-echo "every board online again $(since "$t0") s after the broker came back; $(( $(committed) - e0 )) events committed meanwhile"
+if [ "$broker" = nats ]; then
+    echo "== 3. node lost: n1 of the cluster killed (SIGKILL) mid-stream, then started again"
+    # The boards whose link to n1 broke: those that log a loss after the kill.
+    lost_boards() { local n=0 d; for d in "$fleet_root"/g*/agent.log; do
+        [ "$(grep -c "uplink lost" "$d" || true)" -gt "${lost_before[$d]:-0}" ] && n=$(( n + 1 )); done; echo "$n"; }
+    declare -A lost_before
+    for d in "$fleet_root"/g*/agent.log; do lost_before[$d]=$(grep -c "uplink lost" "$d" || true); done
+    bridge_lost0=$(cat "$fleet_root"/bridge-*.log | grep -c "uplink lost" || true)
+    stop_nats_node 1
+    t0=$(now); restarted=$t0
+    wait_for '[ "$(lost_boards)" -gt 0 ] && [ "$(sql "$back")" -ge "$(lost_boards)" ]' 300 \
+        || fail "only $(sql "$back") of $(lost_boards) boards of n1 back online 300 s after it was lost"
+    echo "the $(lost_boards) boards of n1 online again through n2/n3 $(since "$t0") s after n1 was lost; $(( $(committed) - e0 )) events committed meanwhile"
+    echo "bridges: $(( $(cat "$fleet_root"/bridge-*.log | grep -c "uplink lost" || true) - bridge_lost0 )) lost their link to n1; their reconnections:"
+    grep -h "uplink connected" "$fleet_root"/bridge-*.log | tail -2 | sed 's/^/  /' || true
+    t1=$(now)
+    start_nats_node 1 && wait_nats_node 1 || fail "n1 did not start again"
+    echo "n1 back after $(since "$t1") s (its store: $(du -sh "$fleet_root/n1/store" | cut -f1))"
+    mqport=${nats_mqtt[1]}
+else
+    echo "== 3. broker restart: $agents boards reconnect, replay and publish every state again"
+    kill -TERM "$mosquitto_pid"; while kill -0 "$mosquitto_pid" 2>/dev/null; do sleep 0.05; done
+    t0=$(now); restarted=$t0
+    /usr/sbin/mosquitto -c "$work/mosquitto.conf" >> "$work/mosquitto.log" 2>&1 &
+    mosquitto_pid=$!; pids+=("$mosquitto_pid")
+    wait_for '[ "$(sql "$back")" -eq "$agents" ]' 300 || fail "only $(sql "$back") of $agents boards back online 300 s after the restart"
+    echo "every board online again $(since "$t0") s after the broker came back; $(( $(committed) - e0 )) events committed meanwhile"
+fi
 
 echo "== 4. the end: every agent stopped"
 t0=$(now)
@@ -193,7 +246,7 @@ if [ -n "$undeclared" ]; then
          AND seq BETWEEN ${first#*:} - 3 AND ${first#*:} + 3 ORDER BY seq" >&2
     sql "SELECT first_seq, last_seq, declared, detected_at FROM sensor_gaps WHERE site = 'city' AND device = '${first%%:*}'" >&2
     echo "broker restarted at $(date -u -d "@${restarted%.*}" +%T) (UTC); its log:" >&2
-    tail -5 "$work/mosquitto.log" >&2
+    [ "$broker" = nats ] && tail -5 "$fleet_root"/n1/nats.log >&2 || tail -5 "$work/mosquitto.log" >&2
     fail "$(wc -l <<<"$undeclared") seqs neither arrived nor declared: $(head -20 <<<"$undeclared" | tr '\n' ' ')"
 fi
 echo "seqs: $(committed) events of $agents boards, every seq arrived or declared ($(sql "SELECT count(*) FROM sensor_events WHERE site = 'city' AND type = 'outbox.dropped'") outbox.dropped)"

@@ -63,11 +63,18 @@ enum Connections {
     }
 
     /// `mqtt://HOST:PORT` or `mqtts://…`, or a usage error.
-    static func broker(_ text: String, command: CommandSpec) -> BrokerAddress? {
-        guard let broker = BrokerAddress.parse(text) else {
-            printError(UsageError(command: command, message: "'\(text)' is not a broker address like mqtt://HOST:PORT").text)
-            return nil
+    /// One broker, or the nodes of a clustered one separated by commas (each checked; none may be empty).
+    static func brokers(_ text: String, command: CommandSpec) -> [BrokerAddress]? {
+        var brokers: [BrokerAddress] = []
+        for part in text.split(separator: ",", omittingEmptySubsequences: false) {
+            let item = String(part.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed())
+            guard let broker = BrokerAddress.parse(item) else {
+                printError(UsageError(command: command, message: "'\(item)' is not a broker address like mqtt://HOST:PORT"
+                                      + (text.contains(",") ? " (in --broker '\(text)')" : "")).text)
+                return nil
+            }
+            brokers.append(broker)
         }
-        return broker
+        return brokers
     }
 }

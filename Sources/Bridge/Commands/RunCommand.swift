@@ -20,7 +20,7 @@ enum RunCommand {
         then it exits 1); a second one forces.
         """,
         options: [
-            .init(name: "broker", value: "url", help: "The broker, e.g. mqtt://127.0.0.1:1883 or mqtts://broker:8883.", required: true),
+            .init(name: "broker", value: "url", help: "The broker, e.g. mqtt://127.0.0.1:1883 or mqtts://broker:8883; the nodes of a clustered broker separated by commas (mqtt://a:1883,mqtt://b:1883,mqtt://c:1883), tried in turn.", required: true),
             Connections.databaseOption,
             .init(name: "config", value: "file", help: "Bridge settings (YAML): sites, devices, stale_after, …"),
             .init(name: "start-timeout", value: "seconds", help: "Give up when the broker cannot be reached this long at start (default 10)."),
@@ -39,7 +39,7 @@ enum RunCommand {
 
     private static func run(_ args: ParsedArguments, service: ServiceNotifier) -> Int32 {
         if args.flag("verbose") || Environment.value("PARKWISE_LOG") == "debug" { Log.threshold = .debug }
-        guard let broker = Connections.broker(args.option("broker")!, command: spec) else { return ExitCode.usage }
+        guard let brokers = Connections.brokers(args.option("broker")!, command: spec) else { return ExitCode.usage }
         guard let timeout = Double(args.option("start-timeout") ?? "10"), timeout > 0 else {
             printError(UsageError(command: spec, message: "--start-timeout must be a number of seconds").text)
             return ExitCode.usage
@@ -78,7 +78,7 @@ enum RunCommand {
             return ExitCode.failure
         }
 
-        var link = LinkSettings(brokers: [.init(host: broker.host, port: broker.port, tls: broker.tls)],
+        var link = LinkSettings(brokers: brokers.map { .init(host: $0.host, port: $0.port, tls: $0.tls) },
                                 clientID: config.clientID, keepaliveSeconds: 30, will: nil,
                                 username: credentials?.username, password: credentials?.password,
                                 subscriptions: config.filters)
@@ -88,7 +88,7 @@ enum RunCommand {
         let databaseURL = args.option("database") ?? Environment.value("DATABASE_URL") ?? ""
         let runtime = BridgeRuntime(settings: .init(databaseURL: databaseURL, link: link, config: config,
                                                     startTimeout: timeout, service: service))
-        Log.info("bridge starting", ["database": url, "broker": broker, "accept_simulated": config.acceptSimulated])
+        Log.info("bridge starting", ["database": url, "broker": brokers.map(\.description).joined(separator: ","), "accept_simulated": config.acceptSimulated])
         StopSignals.handle(announce: true, onStop: { runtime.requestStop() })
         let code = runtime.run(db: db, knownFeeds: known)
         StopSignals.release()

@@ -131,8 +131,10 @@ public final class MQTTLink: Sendable {
                     if reason != lastReason {
                         Log.log(.warn, settings.unreachableMessage, ["broker": broker, "reason": reason])
                     }
+                    // The backoff grows with each round of the list, not with each node: a lost node of a cluster costs
+                    // its boards one refused connection and the first delay, not a delay that doubles per node tried.
                     brokerIndex += 1
-                    attempt += 1
+                    if brokerIndex % settings.brokers.count == 0 { attempt += 1 }
                 }
                 lastReason = reason
             }
