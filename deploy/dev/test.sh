@@ -13,6 +13,7 @@ mkdir -p .build
 swift build --build-tests >.build/test-build.log 2>&1 || { cat .build/test-build.log >&2; exit 1; }
 tail -n 3 .build/test-build.log
 swift test --skip-build
+bash deploy/prometheus/check.sh
 bash deploy/mosquitto/provision-check.sh
 bash hardware/sim/run-tests.sh
 bash deploy/dev/demo-check.sh
