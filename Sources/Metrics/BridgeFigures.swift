@@ -47,7 +47,7 @@ public struct BridgeFigures: Equatable, Sendable {
             MetricFamily("parkwise_bridge_duplicate_events_total", .counter,
                          help: "Events received again (same id) and skipped.", value: Double(duplicates)),
             MetricFamily("parkwise_bridge_database_errors_total", .counter,
-                         help: "Database failures: each failed batch or connection attempt (retried, nothing lost).",
+                         help: "Database failures: each failed batch, connection attempt or sweep step (retried, nothing lost).",
                          value: Double(databaseErrors)),
             MetricFamily("parkwise_bridge_broker_connected", .gauge,
                          help: "1 while the bridge is connected to the MQTT broker.", value: brokerConnected ? 1 : 0),

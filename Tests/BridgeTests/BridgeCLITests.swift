@@ -193,4 +193,23 @@ import TestSupport
         let unknown = try runBridge(["rnu"])
         #expect(unknown.code == 64 && unknown.err.contains("did you mean 'run'?"), "\(unknown.err)")
     }
+
+    @Test func checkConfigTakesAMetricsFileOnlyWhereNodeExporterReadsIt() throws {
+        let dir = temporaryDirectory()
+        let good = dir.appendingPathComponent("good.yaml").path
+        try "metrics_file: /var/lib/prometheus/node-exporter/parkwise-bridge.prom\n".write(toFile: good, atomically: true, encoding: .utf8)
+        let ok = try runBridge(["check-config", good])
+        #expect(ok.code == 0, "\(ok.err)")
+        #expect(ok.out.contains("metrics to /var/lib/prometheus/node-exporter/parkwise-bridge.prom"), "\(ok.out)")
+
+        let bad = dir.appendingPathComponent("bad.yaml").path
+        try "metrics_file: parkwise-bridge.prom\nbatch_size: 10\nmetrics_file: /var/lib/prometheus/node-exporter/bridge.txt\n"
+            .write(toFile: bad, atomically: true, encoding: .utf8)
+        let result = try runBridge(["check-config", bad])
+        #expect(result.code == 78)
+        #expect(result.err.contains("\(bad):1:15: error: metrics_file must be an absolute path ending in .prom"), "\(result.err)")
+        #expect(result.err.contains("\(bad):3:15: error: metrics_file must be an absolute path ending in .prom"), "\(result.err)")
+        #expect(result.err.contains("node-exporter's textfile directory"), "\(result.err)")
+        #expect(result.err.contains("2 problems found"), "\(result.err)")
+    }
 }

@@ -2,7 +2,8 @@
 # The test suite: installs what is missing, builds, and runs every test. The tests start their own
 # mosquitto brokers on free loopback ports and end them by PID; the GPIO tests boot a real kernel
 # with simulated GPIO chips under qemu (hardware/sim/, cached in ~/.cache/parkwise-vm). provision-check.sh: a board
-# provisioned and revoked on a TLS broker (deploy/mosquitto/README.md).
+# provisioned and revoked on a TLS broker (deploy/mosquitto/README.md). deploy/prometheus/check.sh: the alert rules
+# and their unit tests (promtool).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 

@@ -328,7 +328,8 @@ struct DatabaseLoop {
 
     /// The metrics file, when it is asked for and its figures changed (the link and the messages held as they are now).
     private mutating func publishMetrics(final: Bool = false) {
-        metrics?.publish(brokerConnected: runtime.brokerState == "connected", held: pending.count + runtime.feed.count, final: final)
+        metrics?.publish(brokerConnected: runtime.brokerState == "connected", held: pending.count + runtime.feed.count,
+                         sweepFailures: sweep.failures, final: final)
     }
 
     /// The figures of the last minute (at least), once there are any: after a commit, and when idle at the minute.

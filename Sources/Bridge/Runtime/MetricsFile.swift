@@ -45,13 +45,17 @@ struct MetricsFile {
         for seconds in lags { figures.lag.observe(seconds) }
     }
 
-    mutating func databaseFailed() { figures.databaseErrors += 1 }
+    /// The loop's own database faults (a batch, a connection); the sweep counts its steps'.
+    private var faults = 0
 
-    /// Writes the figures when they changed (with the broker link and the messages held as they are now), or says
-    /// when (`due`). `final`: the bridge stops, the change is written at once.
-    mutating func publish(brokerConnected: Bool, held: Int, final: Bool = false) {
+    mutating func databaseFailed() { faults += 1 }
+
+    /// Writes the figures when they changed (with the broker link, the messages held and the sweep's failed steps as
+    /// they are now), or says when (`due`). `final`: the bridge stops, the change is written at once.
+    mutating func publish(brokerConnected: Bool, held: Int, sweepFailures: Int, final: Bool = false) {
         figures.brokerConnected = brokerConnected
         figures.held = held
+        figures.databaseErrors = faults + sweepFailures
         let now = monotonicSeconds()
         switch pace.decide(figures, now: now, final: final) {
         case .nothing: due = nil
