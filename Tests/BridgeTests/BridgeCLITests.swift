@@ -195,21 +195,27 @@ import TestSupport
     }
 
     @Test func checkConfigTakesAMetricsFileOnlyWhereNodeExporterReadsIt() throws {
-        let dir = temporaryDirectory()
-        let good = dir.appendingPathComponent("good.yaml").path
-        try "metrics_file: /var/lib/prometheus/node-exporter/parkwise-bridge.prom\n".write(toFile: good, atomically: true, encoding: .utf8)
-        let ok = try runBridge(["check-config", good])
-        #expect(ok.code == 0, "\(ok.err)")
-        #expect(ok.out.contains("metrics to /var/lib/prometheus/node-exporter/parkwise-bridge.prom"), "\(ok.out)")
+        let ok = try checkConfig("metrics_file: /var/lib/prometheus/node-exporter/parkwise-bridge.prom\n")
+        #expect(ok.result.code == 0, "\(ok.result.err)")
+        #expect(ok.result.out.contains("metrics to /var/lib/prometheus/node-exporter/parkwise-bridge.prom"), "\(ok.result.out)")
 
-        let bad = dir.appendingPathComponent("bad.yaml").path
-        try "metrics_file: parkwise-bridge.prom\nbatch_size: 10\nmetrics_file: /var/lib/prometheus/node-exporter/bridge.txt\n"
-            .write(toFile: bad, atomically: true, encoding: .utf8)
-        let result = try runBridge(["check-config", bad])
+        let (bad, result) = try checkConfig("""
+            metrics_file: parkwise-bridge.prom
+            batch_size: 10
+            metrics_file: /var/lib/prometheus/node-exporter/bridge.txt
+
+            """)
         #expect(result.code == 78)
         #expect(result.err.contains("\(bad):1:15: error: metrics_file must be an absolute path ending in .prom"), "\(result.err)")
         #expect(result.err.contains("\(bad):3:15: error: metrics_file must be an absolute path ending in .prom"), "\(result.err)")
         #expect(result.err.contains("node-exporter's textfile directory"), "\(result.err)")
         #expect(result.err.contains("2 problems found"), "\(result.err)")
     }
+}
+
+/// `yaml` in a file of its own, as `parkwise-bridge check-config` sees it: the file and the result.
+private func checkConfig(_ yaml: String) throws -> (path: String, result: (code: Int32, out: String, err: String)) {
+    let path = temporaryDirectory().appendingPathComponent("bridge.yaml").path
+    try yaml.write(toFile: path, atomically: true, encoding: .utf8)
+    return (path, try runBridge(["check-config", path]))
 }
