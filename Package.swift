@@ -64,6 +64,9 @@ let package = Package(
         .target(name: "ParkWiseContract", path: "Sources/Contract"),
         // The system-I/O layer at the bottom: whole files read and replaced durably (fsync), their failures.
         .target(name: "SystemIO", path: "Sources/SystemIO", exclude: ["README.md"]),
+        // The figures operators scrape: Prometheus's text format for node-exporter's textfile collector, and when to
+        // rewrite the file. Pure: no I/O, no clock.
+        .target(name: "Metrics", path: "Sources/Metrics"),
         // One-line key=value logs to stderr.
         .target(name: "ParkWiseLog", path: "Sources/Log"),
         // YAML file -> ConfigNode tree (libyaml), handed to the core's config reader.
@@ -94,7 +97,7 @@ let package = Package(
         // The backend half: MQTT feed -> ParkWise's PostgreSQL tables.
         .executableTarget(name: "parkwise-bridge",
                           dependencies: ["ParkWiseCore", "ParkWiseContract", "ParkWiseLog", "ParkWiseCLI", "ConfigFile", "Uplink",
-                                         "ServiceSetup", "SystemIO", "Postgres"],
+                                         "ServiceSetup", "SystemIO", "Postgres", "Metrics"],
                           path: "Sources/Bridge", exclude: ["README.md"]),
         // Release-mode benchmarks: swift run -c release parkwise-bench
         .executableTarget(name: "parkwise-bench",
@@ -104,6 +107,7 @@ let package = Package(
         .testTarget(name: "CoreTests", dependencies: ["ParkWiseCore", "ConfigFile", "Simulation", "ParkWiseContract"],
                     path: "Tests/CoreTests"),
         // The delivery ledger's rules and its promise, checked in-process against a model disk, link and backend.
+        .testTarget(name: "MetricsTests", dependencies: ["Metrics"], path: "Tests/MetricsTests"),
         .testTarget(name: "DeliveryTests", dependencies: ["Delivery"], path: "Tests/DeliveryTests"),
         // Test helpers shared by the end-to-end test targets: child processes, a private mosquitto.
         .target(name: "TestSupport", path: "Tests/TestSupport"),

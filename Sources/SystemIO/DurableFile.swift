@@ -30,8 +30,9 @@ public enum DurableFile {
 
     /// Writes a temp file, fsyncs it, renames it over `path`, fsyncs the directory. With `keepingOwnerAndMode`, the new
     /// file gets the old one's owner, group and mode (a config root:parkwise 0640 stays so).
+    /// `mode`: the new file's, whatever the process's umask (a file another user's daemon reads).
     /// Returns what failed, or nil.
-    public static func replace(path: String, with bytes: [UInt8], keepingOwnerAndMode: Bool = false) -> Failure? {
+    public static func replace(path: String, with bytes: [UInt8], keepingOwnerAndMode: Bool = false, mode: mode_t? = nil) -> Failure? {
         let temp = path + ".tmp"
         // Neither through a symbolic link nor waiting on a FIFO left at the temp file's name: such a name fails the save.
         let fd = open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0o644)
@@ -42,6 +43,7 @@ public enum DurableFile {
             if fchown(fd, old.st_uid, old.st_gid) != 0 { problem = .errno("chown \(temp) to \(path)'s owner") }
             if problem == nil && fchmod(fd, old.st_mode & 0o7777) != 0 { problem = .errno("chmod \(temp) to \(path)'s mode") }
         }
+        if problem == nil, let mode, fchmod(fd, mode) != 0 { problem = .errno("chmod \(temp)") }
         if problem == nil { problem = writeAll(fd, bytes).map { Failure("write \(temp)", code: $0) } }
         if problem == nil && fsync(fd) != 0 { problem = .errno("fsync \(temp)") }
         close(fd)

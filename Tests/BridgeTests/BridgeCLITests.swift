@@ -193,4 +193,29 @@ import TestSupport
         let unknown = try runBridge(["rnu"])
         #expect(unknown.code == 64 && unknown.err.contains("did you mean 'run'?"), "\(unknown.err)")
     }
+
+    @Test func checkConfigTakesAMetricsFileOnlyWhereNodeExporterReadsIt() throws {
+        let ok = try checkConfig("metrics_file: /var/lib/prometheus/node-exporter/parkwise-bridge.prom\n")
+        #expect(ok.result.code == 0, "\(ok.result.err)")
+        #expect(ok.result.out.contains("metrics to /var/lib/prometheus/node-exporter/parkwise-bridge.prom"), "\(ok.result.out)")
+
+        let (bad, result) = try checkConfig("""
+            metrics_file: parkwise-bridge.prom
+            batch_size: 10
+            metrics_file: /var/lib/prometheus/node-exporter/bridge.txt
+
+            """)
+        #expect(result.code == 78)
+        #expect(result.err.contains("\(bad):1:15: error: metrics_file must be an absolute path ending in .prom"), "\(result.err)")
+        #expect(result.err.contains("\(bad):3:15: error: metrics_file must be an absolute path ending in .prom"), "\(result.err)")
+        #expect(result.err.contains("node-exporter's textfile directory"), "\(result.err)")
+        #expect(result.err.contains("2 problems found"), "\(result.err)")
+    }
+}
+
+/// `yaml` in a file of its own, as `parkwise-bridge check-config` sees it: the file and the result.
+private func checkConfig(_ yaml: String) throws -> (path: String, result: (code: Int32, out: String, err: String)) {
+    let path = temporaryDirectory().appendingPathComponent("bridge.yaml").path
+    try yaml.write(toFile: path, atomically: true, encoding: .utf8)
+    return (path, try runBridge(["check-config", path]))
 }

@@ -2,7 +2,8 @@
 # Bridge idle wake-ups, figures printed (never asserted): a private PostgreSQL 15 and mosquitto on free loopback
 # ports, the ParkWise test schema, the bridge with its default settings (reassert_every 5 s) and no traffic. After a
 # short settle, the context switches of each of the bridge's threads (/proc/PID/task/*/status) over IDLE_SECONDS
-# (default 60), per minute. With IDLE_STRACE=1, a second window counts the waiting system calls (strace -f -c).
+# (default 60), per minute. With IDLE_STRACE=1, a second window counts the waiting system calls (strace -f -c). With
+# IDLE_METRICS=1 the bridge also writes a metrics_file (deploy/prometheus/): how often it was replaced in the window.
 #   deploy/dev/bridge-idle.sh                       # the debug bridge (swift build --product parkwise-bridge)
 #   BRIDGE_BIN=/path/to/parkwise-bridge IDLE_SECONDS=60 deploy/dev/bridge-idle.sh
 set -euo pipefail
@@ -19,6 +20,11 @@ fi
 start_bridge_services "$bridge"
 
 printf 'client_id: idle\n' > "$work/bridge.yaml"   # everything else at its default (reassert_every 5s)
+metrics=""
+if [ "${IDLE_METRICS:-0}" = 1 ]; then
+    metrics=$work/parkwise-bridge.prom
+    printf 'metrics_file: %s\n' "$metrics" >> "$work/bridge.yaml"
+fi
 "$bridge" run --broker "mqtt://127.0.0.1:$mqport" --database "$db" --config "$work/bridge.yaml" 2> "$work/bridge.log" &
 pid=$!
 pids+=("$pid")
@@ -38,8 +44,14 @@ switches() {
 
 echo "== idle for ${seconds} s, no traffic, reassert_every 5 s (default): context switches per minute, per thread"
 switches > "$work/before"
+inode_before=$([ -z "$metrics" ] || stat -c %i "$metrics")
 sleep "$seconds"
 switches > "$work/after"
+if [ -n "$metrics" ]; then
+    # Each replacement is a rename: a new inode.
+    [ "$(stat -c %i "$metrics")" = "$inode_before" ] && replaced=no || replaced=yes
+    echo "== metrics file $metrics replaced during the idle window: $replaced"
+fi
 python3 - "$work/before" "$work/after" "$seconds" <<'PY'
 import sys
 read = lambda p: {l.split()[0]: l.split()[1:] for l in open(p) if l.strip()}

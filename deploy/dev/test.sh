@@ -2,7 +2,8 @@
 # The test suite: installs what is missing, builds, and runs every test. The tests start their own
 # mosquitto brokers on free loopback ports and end them by PID; the GPIO tests boot a real kernel
 # with simulated GPIO chips under qemu (hardware/sim/, cached in ~/.cache/parkwise-vm). provision-check.sh: a board
-# provisioned and revoked on a TLS broker (deploy/mosquitto/README.md).
+# provisioned and revoked on a TLS broker (deploy/mosquitto/README.md). deploy/prometheus/check.sh: the alert rules
+# and their unit tests (promtool).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -13,6 +14,7 @@ mkdir -p .build
 swift build --build-tests >.build/test-build.log 2>&1 || { cat .build/test-build.log >&2; exit 1; }
 tail -n 3 .build/test-build.log
 swift test --skip-build
+bash deploy/prometheus/check.sh
 bash deploy/mosquitto/provision-check.sh
 bash hardware/sim/run-tests.sh
 bash deploy/dev/demo-check.sh

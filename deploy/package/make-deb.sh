@@ -134,7 +134,8 @@ package_files_bridge() {
     install -D -m 0644 deploy/backend/CONTRACT.md "$doc/CONTRACT.md"
     install -D -m 0644 deploy/backend/DELIVERY-GAPS.md "$doc/DELIVERY-GAPS.md"
     man_files=("/etc/parkwise-bridge/environment:DATABASE_URL and BROKER_URL of the service (0600 root)."
-        "/etc/parkwise-bridge/bridge.yaml:The settings the service runs with (parkwise-bridge check-config).")
+        "/etc/parkwise-bridge/bridge.yaml:The settings the service runs with (parkwise-bridge check-config)."
+        "/var/lib/prometheus/node-exporter/parkwise-bridge.prom:The figures for Prometheus, when bridge.yaml's metrics_file names it.")
     description="ParkWise backend bridge: sensor feed to PostgreSQL
  Reads the ParkWise agents' MQTT feed (occupancy, passages, check-ins,
  faults) and writes it into the ParkWise backend's PostgreSQL tables, as the

@@ -11,6 +11,8 @@ import Postgres
 final class Applier {
     struct Outcome {
         var applied = 0
+        /// Of those applied, the events (not statuses, states or register entries).
+        var events = 0
         var duplicates = 0
         /// Messages of revoked devices, and spot reports from a device that does not own the spot: not applied.
         var ignored = 0
@@ -391,6 +393,7 @@ final class Applier {
 
     private func apply(_ key: DeviceKey, _ event: EventPayload) throws(PostgresError) {
         outcome.applied += 1
+        outcome.events += 1
         try checkOrder(key, event)
         switch event.type {
         case "spot.occupied", "spot.vacated":

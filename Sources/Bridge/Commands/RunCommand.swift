@@ -17,12 +17,15 @@ enum RunCommand {
         been migrated (parkwise-bridge migrate); --migrate migrates one behind this bridge first
         (when its role may: exit 78 with the fix when not). SIGTERM or SIGINT stops gracefully (what
         was received is committed first; a failing database holds the stop at most stop_grace,
-        then it exits 1); a second one forces.
+        then it exits 1); a second one forces. With `metrics_file` in the config, the figures operators
+        scrape (events applied, commit lag, database errors, the broker link, each device's state) go
+        there for node-exporter's textfile collector, rewritten only when they change
+        (deploy/prometheus/README.md).
         """,
         options: [
             .init(name: "broker", value: "url", help: "The broker, e.g. mqtt://127.0.0.1:1883 or mqtts://broker:8883; the nodes of a clustered broker separated by commas (mqtt://a:1883,mqtt://b:1883,mqtt://c:1883), tried in turn.", required: true),
             Connections.databaseOption,
-            .init(name: "config", value: "file", help: "Bridge settings (YAML): sites, devices, stale_after, …"),
+            .init(name: "config", value: "file", help: "Bridge settings (YAML): sites, devices, stale_after, metrics_file, …"),
             .init(name: "start-timeout", value: "seconds", help: "Give up when the broker cannot be reached this long at start (default 10)."),
             .init(name: "migrate", value: nil, help: "Migrate a database behind this bridge's schema before running (as `migrate`)."),
             .init(name: "verbose", value: nil, help: "Log every batch (debug level)."),

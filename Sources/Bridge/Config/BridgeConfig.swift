@@ -42,6 +42,9 @@ struct BridgeConfig: Sendable {
     /// MQTT username and password, a file of `username=` and `password=` lines (mode 0600), as the agent's.
     var credentials: String?
     var tls: (ca: String?, cert: String?, key: String?)?
+    /// Prometheus figures for node-exporter's textfile collector (nil: none), e.g.
+    /// /var/lib/prometheus/node-exporter/parkwise-bridge.prom: rewritten when they change, at most once a second.
+    var metricsFile: String?
 
     func accepts(_ key: DeviceKey) -> Bool {
         (sites?.contains(key.site) ?? true) && (devices?.contains(key.description) ?? true)
@@ -62,7 +65,8 @@ struct BridgeConfigReader {
     init(file: String) { self.file = file }
 
     static let keys = ["sites", "devices", "stale_after", "snapshot_every", "accept_simulated", "spot_owners", "client_id",
-                       "share_group", "reassert_every", "no_show_after", "stop_grace", "batch_size", "hold_at_most", "credentials", "tls"]
+                       "share_group", "reassert_every", "no_show_after", "stop_grace", "batch_size", "hold_at_most", "credentials", "tls",
+                       "metrics_file"]
 
     static func read(_ root: ConfigNode, file: String) throws(ConfigIssues) -> BridgeConfig {
         var reader = BridgeConfigReader(file: file)
@@ -112,6 +116,14 @@ struct BridgeConfigReader {
                           hint: "messages held while the database is away, about 0.5 kB each: 100000 is some 50 MB")
                 }
             case "tls": config.tls = tls(value)
+            case "metrics_file":
+                // node-exporter reads only `*.prom`; the temp file beside it (`….prom.tmp`) it skips.
+                if let path = text(value) {
+                    if path.hasPrefix("/") && path.hasSuffix(".prom") && !path.hasSuffix("/.prom") { config.metricsFile = path } else {
+                        issue(value, "metrics_file must be an absolute path ending in .prom",
+                              hint: "node-exporter's textfile directory, e.g. /var/lib/prometheus/node-exporter/parkwise-bridge.prom")
+                    }
+                }
             default:
                 let close = suggestion(for: key, among: BridgeConfigReader.keys)
                 issue(keyNode, "unknown setting '\(key)'",

@@ -12,6 +12,8 @@ final class FeedQueue: @unchecked Sendable {
         var payload: [UInt8]
         /// Monotonic nanoseconds when it came off the socket (for latency figures).
         var received: Int64
+        /// The broker's stored copy (sent at each subscription), not news from the device.
+        var retained = false
     }
 
     // Guarded by `ready`, which the consumer waits on (raised by `wake()`).
@@ -30,8 +32,8 @@ final class FeedQueue: @unchecked Sendable {
         self.limit = limit
     }
 
-    func push(topic: String, payload: [UInt8]) {
-        let item = Item(topic: topic, payload: payload, received: monotonicNanoseconds())
+    func push(topic: String, payload: [UInt8], retained: Bool = false) {
+        let item = Item(topic: topic, payload: payload, received: monotonicNanoseconds(), retained: retained)
         ready.lock()
         defer { ready.unlock() }
         if items.count - head >= limit && !topic.hasSuffix("/status") {

@@ -49,7 +49,7 @@ final class BridgeRuntime: Sendable {
         let queue = self.queue, connection = self.connection, events = self.events
         link = MQTTLink(settings: settings.link) { event in
             switch event {
-            case .message(let topic, let payload, _, _): queue.push(topic: topic, payload: payload)
+            case .message(let topic, let payload, let retained, _): queue.push(topic: topic, payload: payload, retained: retained)
             case .connected(_, let number, _):
                 connection.number.store(number, ordering: .releasing)
                 connection.up.store(true, ordering: .releasing)

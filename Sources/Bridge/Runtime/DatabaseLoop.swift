@@ -18,7 +18,8 @@ import Glibc
 ///
 /// It never polls: every wait (for messages, a backoff, a deadlock's retry) is on the feed queue's condition, until a
 /// message, a wake-up (a stop, a broker connection) or its next real deadline (the sweep, the backoff's end, the
-/// stop's grace, the minute's figures). Idle, it wakes once per `reassert_every`.
+/// stop's grace, the minute's figures, a metrics change held back by its interval). Idle, it wakes once per
+/// `reassert_every`.
 struct DatabaseLoop {
     let runtime: BridgeRuntime
     var applier: Applier?
@@ -53,12 +54,15 @@ struct DatabaseLoop {
     private var latencies: [Double] = []
     /// Delivery to commit lately, in seconds: the last minute's p99, and the longest of this minute so far.
     private var lateness = (lastMinute: 0.0, thisMinute: 0.0)
+    /// The figures for node-exporter (`metrics_file`; nil: not asked for).
+    private var metrics: MetricsFile?
 
     init(runtime: BridgeRuntime, db: PostgresConnection, gate: DeviceGate) {
         self.runtime = runtime
         self.gate = gate
         limit = BatchLimit(full: runtime.config.batchSize)
         sweep = Sweep(config: runtime.config)
+        metrics = runtime.config.metricsFile.map(MetricsFile.init)
         logSession(db)
         applier = try? Applier(db: db, spotOwners: runtime.config.spotOwners)
     }
@@ -67,6 +71,7 @@ struct DatabaseLoop {
     /// committed before the stop's grace ran out (0 after a clean drain).
     mutating func run() -> Int {
         while true {
+            publishMetrics()
             let dropped = runtime.feed.takeDropped()
             if dropped > 0 {
                 overflow.occurred(dropped, ["held": pending.count + runtime.feed.count, "hold_at_most": runtime.config.holdAtMost])
@@ -77,7 +82,9 @@ struct DatabaseLoop {
             if pending.isEmpty {
                 if runtime.isStopping && runtime.isDrained { break }
                 let items = runtime.feed.take(limit: limit.current, until: idleDeadline())
-                pending = gate.admit(items.map { FeedMessage.decode(topic: $0.topic, payload: $0.payload) })
+                let messages = items.map { FeedMessage.decode(topic: $0.topic, payload: $0.payload) }
+                metrics?.heard(messages, items, accepts: runtime.config.accepts)
+                pending = gate.admit(messages)
                 pendingReceived = items.map(\.received)
             }
             if graceOver() {
@@ -85,6 +92,7 @@ struct DatabaseLoop {
                 Log.error("stopping with messages not committed, the devices' retained states rebuild them",
                           ["held": held, "grace_s": seconds(runtime.config.stopGrace)])
                 logStats(force: true)
+                publishMetrics(final: true)
                 return held
             }
             guard let applier = connected() else { continue }
@@ -110,6 +118,7 @@ struct DatabaseLoop {
             _ = try? applier.db.query(SQL.brokerLink, [runtime.clientID, runtime.brokers, "stopped"])
         }
         logStats(force: true)
+        publishMetrics(final: true)
         return 0
     }
 
@@ -124,6 +133,7 @@ struct DatabaseLoop {
         stats.applied += outcome.applied
         stats.duplicates += outcome.duplicates
         stats.batches += 1
+        metrics?.committed(outcome, lags: batch.map { $0 / 1000 })
         Log.debug("batch committed", ["messages": size, "applied": outcome.applied, "duplicates": outcome.duplicates])
         dropFirst(size)
         limit.committed(size: size)
@@ -181,6 +191,7 @@ struct DatabaseLoop {
 
     /// The database's own failure: what is held stays held, and the same work is tried again later.
     private mutating func fault(_ error: PostgresError) {
+        metrics?.databaseFailed()
         if error.isTransient && collisions < 5 {
             collisions += 1
             Log.debug("batch retried", ["error": error])   // a deadlock or serialization failure
@@ -201,6 +212,7 @@ struct DatabaseLoop {
         }
         outageKind = kind
         if let fix { outage.occurred(1, ["error": error, "held": held, "fix": fix]) } else { outage.occurred(1, ["error": error, "held": held]) }
+        publishMetrics()   // the error counted now, not after the backoff
         backoff()
     }
 
@@ -256,6 +268,7 @@ struct DatabaseLoop {
         var deadline: Double?
         if number > 0 { deadline = sweep.due }
         if stats.batches > 0 { deadline = min(deadline ?? .infinity, stats.since + 60) }
+        if let due = metrics?.due { deadline = min(deadline ?? .infinity, due) }
         return deadline
     }
 
@@ -311,6 +324,12 @@ struct DatabaseLoop {
     private var gapWait: Double {
         guard runtime.config.shareGroup != nil else { return 2 }
         return min(60, max(2, 2 * max(lateness.lastMinute, lateness.thisMinute)))
+    }
+
+    /// The metrics file, when it is asked for and its figures changed (the link and the messages held as they are now).
+    private mutating func publishMetrics(final: Bool = false) {
+        metrics?.publish(brokerConnected: runtime.brokerState == "connected", held: pending.count + runtime.feed.count,
+                         sweepFailures: sweep.failures, final: final)
     }
 
     /// The figures of the last minute (at least), once there are any: after a commit, and when idle at the minute.

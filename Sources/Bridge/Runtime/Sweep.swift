@@ -19,6 +19,8 @@ struct Sweep {
     private var failing: [WholeStatement: LogStreak] = [:]
     /// The database role the steps run as, for the fix of a privilege refused.
     private var role: String?
+    /// Steps the database failed since the start (the metrics' database errors).
+    private(set) var failures = 0
 
     init(config: BridgeConfig) { self.config = config }
 
@@ -70,6 +72,7 @@ struct Sweep {
             return value
         } catch {
             guard !error.isConnectionLoss && !error.isReadOnly else { throw ApplyError(error, statement: statement) }
+            failures += 1
             failing[statement, default: LogStreak(.error, "a step of the sweep failed, tried again at the next sweep (the feed goes on)",
                                                   ended: "the sweep's step works again")]
                 .occurred(1, ["statement": statement, "table": statement.table, "error": error,
