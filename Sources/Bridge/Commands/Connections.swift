@@ -6,7 +6,11 @@ import Postgres
 /// Start-up checks shared by the commands: one clear line and the right exit code for each problem.
 enum Connections {
     static let databaseOption = CommandSpec.Option(
-        name: "database", value: "url", help: "PostgreSQL URL, e.g. postgresql://parkwise@db:5432/parkwise (default: $DATABASE_URL).")
+        name: "database", value: "url", help: """
+        PostgreSQL URL, e.g. postgresql://parkwise@db:5432/parkwise (default: $DATABASE_URL). A primary and its \
+        standbys: postgresql://parkwise@db1:5432,db2:5432/parkwise?target_session_attrs=read-write (the writable one \
+        is taken, read-write is the default with several hosts); see "Database failover" in deploy/backend/README.md.
+        """)
 
     enum Opened {
         case ok(PostgresConnection, url: String)

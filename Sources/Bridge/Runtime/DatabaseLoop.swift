@@ -36,7 +36,8 @@ struct DatabaseLoop {
                                      ended: "messages no longer dropped, every online device asked for a rebirth")
     /// The current outage's SQLSTATE (or error code): a change is worth a line of its own.
     private var outageKind = ""
-    private var sessionLogged = false
+    /// The server (`host:port`) of the last session: another one after a reconnection is a failover, said at info.
+    private var sessionServer: String?
     private var attempt = 0
     /// Deadlocks and serialization failures in a row (retried at once a few times).
     private var collisions = 0
@@ -267,13 +268,14 @@ struct DatabaseLoop {
         return outage.total > 0 && now >= stopDeadline!
     }
 
-    /// The session's network and timeout settings, as libpq and the server use them.
-    /// Once at info, then (each reconnection) at debug.
+    /// The session's server and its network and timeout settings, as libpq and the server use them.
+    /// At info the first time and on another server (a multi-host URL's failover), else (each reconnection) at debug.
     private mutating func logSession(_ db: PostgresConnection) {
         let idle = (try? db.query("SELECT current_setting('idle_in_transaction_session_timeout')"))?.first?[0]
-        defer { sessionLogged = true }
-        Log.log(sessionLogged ? .debug : .info, "database session", [
-            "keepalives_idle_s": db.option("keepalives_idle") ?? "-", "keepalives_interval_s": db.option("keepalives_interval") ?? "-",
+        let server = db.server
+        defer { sessionServer = server }
+        Log.log(sessionServer == server ? .debug : .info, "database session", [
+            "server": server, "target_session_attrs": db.option("target_session_attrs") ?? "-", "keepalives_idle_s": db.option("keepalives_idle") ?? "-", "keepalives_interval_s": db.option("keepalives_interval") ?? "-",
             "keepalives_count": db.option("keepalives_count") ?? "-", "tcp_user_timeout_ms": db.option("tcp_user_timeout") ?? "-",
             "idle_in_transaction_session_timeout": idle ?? "-",
         ])
