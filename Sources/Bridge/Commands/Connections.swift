@@ -8,8 +8,7 @@ enum Connections {
     static let databaseOption = CommandSpec.Option(
         name: "database", value: "url", help: """
         PostgreSQL URL, e.g. postgresql://parkwise@db:5432/parkwise (default: $DATABASE_URL). A primary and its \
-        standbys: postgresql://parkwise@db1:5432,db2:5432/parkwise?target_session_attrs=read-write (the writable one \
-        is taken, read-write is the default with several hosts); see "Database failover" in deploy/backend/README.md.
+        standbys: every host, postgresql://parkwise@db1:5432,db2:5432/parkwise (the one that accepts writes is used).
         """)
 
     enum Opened {
