@@ -279,6 +279,7 @@ struct DatabaseLoop {
         let idle = (try? db.query("SELECT current_setting('idle_in_transaction_session_timeout')"))?.first?[0]
         let server = db.server
         defer { sessionServer = server }
+        if sessionServer != server { Replication.warnIfAsynchronous(db) }
         Log.log(sessionServer == server ? .debug : .info, "database session", [
             "server": server, "target_session_attrs": db.option("target_session_attrs") ?? "-",
             "keepalives_idle_s": db.option("keepalives_idle") ?? "-", "keepalives_interval_s": db.option("keepalives_interval") ?? "-",
