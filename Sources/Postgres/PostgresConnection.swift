@@ -32,13 +32,13 @@ public final class PostgresConnection {
         // are not for the bridge's log.
         let options = [sessionDefaults, urlOption(url, "options")].compactMap { $0 }.joined(separator: " ")
         let settings = [("connect_timeout", String(timeoutSeconds)), ("application_name", "parkwise-bridge")]
-            + networkDefaults + [("dbname", url), ("options", options)]
+            + networkDefaults + failoverDefaults(url) + [("dbname", url), ("options", options)]
         let keys = settings.map(\.0), values = settings.map(\.1)
         let handle = withCStrings(keys) { k in withCStrings(values) { v in PQconnectdbParams(k, v, 1) } }
         guard let handle else { throw PostgresError(.connection, "out of memory creating a database connection") }
         let connection = PostgresConnection(handle: handle)
         guard PQstatus(handle) == CONNECTION_OK else {
-            throw PostgresError(.connection, "cannot connect to \(redacted(url)): \(firstLine(connection.lastError))",
+            throw PostgresError(.connection, "cannot connect to \(redacted(url)): \(eachHost(connection.lastError))",
                                 libraryCode: Int32(bitPattern: PQstatus(handle).rawValue))
         }
         return connection
@@ -49,6 +49,12 @@ public final class PostgresConnection {
         guard let list = PQconninfo(handle) else { return nil }
         defer { PQconninfoFree(list) }
         return entry(list, keyword)?.val.map { String(cString: $0) }
+    }
+
+    /// The server this connection reached (`host:port`): with a multi-host URL, the one libpq picked.
+    public var server: String {
+        let host = PQhost(handle).map { String(cString: $0) } ?? "-", port = PQport(handle).map { String(cString: $0) } ?? "-"
+        return "\(host):\(port)"
     }
 
     /// Whether the connection is still usable (libpq's view after the last call).
@@ -100,6 +106,15 @@ private let networkDefaults: [(String, String)] = {
     return all.filter { libpqKnows($0.0) }
 }()
 
+/// With several hosts (`postgresql://u@primary:5432,standby:5432/db`, a primary and its standbys) libpq takes the first
+/// that answers, by default even a read-only standby: every batch would then fail (25006) and every reconnection pick
+/// that standby again. So unless the URL says otherwise, only a server that accepts writes is taken; libpq tries the
+/// next host until one does (the promoted standby after a failover).
+private func failoverDefaults(_ url: String) -> [(String, String)] {
+    guard urlOption(url, "host")?.contains(",") == true || urlOption(url, "hostaddr")?.contains(",") == true else { return [] }
+    return [("target_session_attrs", "read-write")]
+}
+
 /// The session's defaults: an orphaned transaction (its client gone silent) ends after 60 s and
 /// releases its row locks.
 private let sessionDefaults = "-c client_min_messages=warning -c idle_in_transaction_session_timeout=60s"
@@ -128,13 +143,34 @@ private func entry(_ list: UnsafeMutablePointer<PQconninfoOption>, _ keyword: St
     return nil
 }
 
-/// The URL without its password, for messages and logs.
+/// The URL without its password (in the user part, or a `password=` parameter), for messages and logs.
 public func redacted(_ url: String) -> String {
-    // scheme://user:password@host… -> scheme://user:***@host…
-    guard let at = url.firstIndex(of: "@") else { return url }
-    let head = url[..<at]
-    guard let slashes = head.firstIndex(of: "/"), let colon = head[slashes...].firstIndex(of: ":") else { return url }
-    return String(url[...colon]) + "***" + String(url[at...])
+    let (address, parameters) = url.firstIndex(of: "?").map { (url[..<$0], url[$0...]) } ?? (url[...], "")
+    return redactedUser(address) + redactedParameters(parameters)
+}
+
+/// scheme://user:password@host… -> scheme://user:***@host… (`@` in the password is written %40, so the first `@` ends it).
+private func redactedUser(_ address: Substring) -> String {
+    guard let at = address.firstIndex(of: "@") else { return String(address) }
+    let head = address[..<at]
+    guard let slashes = head.firstIndex(of: "/"), let colon = head[slashes...].firstIndex(of: ":") else { return String(address) }
+    return String(address[...colon]) + "***" + String(address[at...])
+}
+
+/// ?sslmode=require&password=secret -> ?sslmode=require&password=***
+private func redactedParameters(_ parameters: Substring) -> String {
+    guard !parameters.isEmpty else { return "" }
+    let pairs = parameters.dropFirst().split(separator: "&", omittingEmptySubsequences: false).map { pair in
+        pair.lowercased().hasPrefix("password=") ? "password=***" : String(pair)
+    }
+    return "?" + pairs.joined(separator: "&")
+}
+
+/// Why a connection failed: with several hosts libpq says it for each one (`connection to server at … failed: …`,
+/// a line of its own, followed by hint lines); each host's reason is kept, on one line.
+private func eachHost(_ text: String) -> String {
+    let hosts = text.split(separator: "\n").map { $0.trimmingCharacters() }.filter { $0.hasPrefix("connection to server") }
+    return hosts.count > 1 ? hosts.joined(separator: "; ") : firstLine(text)
 }
 
 private func firstLine(_ text: String) -> String {

@@ -40,19 +40,7 @@ final class BlackHoleProxy: @unchecked Sendable {
     init(to target: Int, refusingMQTT5: Bool = false) throws {
         self.target = target
         self.refusingMQTT5 = refusingMQTT5
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var yes: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) == 0 && getsockname(fd, $0, &len) == 0 }
-        }
-        guard bound, listen(fd, 8) == 0 else { throw HarnessError("proxy cannot listen") }
-        listener = fd
-        port = Int(UInt16(bigEndian: addr.sin_port))
+        (listener, port) = try loopbackListener()
         Thread.detachNewThread { [self] in acceptLoop() }
     }
 
@@ -88,15 +76,7 @@ final class BlackHoleProxy: @unchecked Sendable {
                 close(client)
                 continue
             }
-            let upstream = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            var addr = sockaddr_in()
-            addr.sin_family = sa_family_t(AF_INET)
-            addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-            addr.sin_port = UInt16(target).bigEndian
-            let ok = withUnsafePointer(to: &addr) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(upstream, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-            }
-            guard ok else { close(client); close(upstream); continue }
+            guard let upstream = connectLoopback(target) else { close(client); continue }
             let connection = Connection(client: client, upstream: upstream)
             let keep = lock.withLock { () -> Bool in
                 guard !stopped else { return false }

@@ -6,7 +6,10 @@ import Postgres
 /// Start-up checks shared by the commands: one clear line and the right exit code for each problem.
 enum Connections {
     static let databaseOption = CommandSpec.Option(
-        name: "database", value: "url", help: "PostgreSQL URL, e.g. postgresql://parkwise@db:5432/parkwise (default: $DATABASE_URL).")
+        name: "database", value: "url", help: """
+        PostgreSQL URL, e.g. postgresql://parkwise@db:5432/parkwise (default: $DATABASE_URL). A primary and its \
+        standbys: every host, postgresql://parkwise@db1:5432,db2:5432/parkwise (the one that accepts writes is used).
+        """)
 
     enum Opened {
         case ok(PostgresConnection, url: String)
