@@ -101,6 +101,11 @@ import TestSupport
         let badBroker = try runBridge(["run", "--broker", "http://broker", "--database", fixture.url])
         #expect(badBroker.code == 64)
         #expect(badBroker.err.contains("'http://broker' is not a broker address"), "\(badBroker.err)")
+        // A cluster's nodes: each one checked, the bad one named with the list it is in.
+        let badNode = try runBridge(["run", "--broker", "mqtt://a:1883,,mqtt://c:1883", "--database", fixture.url])
+        #expect(badNode.code == 64)
+        #expect(badNode.err.contains("'' is not a broker address like mqtt://HOST:PORT (in --broker 'mqtt://a:1883,,mqtt://c:1883')"),
+                "\(badNode.err)")
 
         _ = try runBridge(["migrate", "--database", fixture.url])
         let noBroker = try runBridge(["run", "--broker", "mqtt://127.0.0.1:\(freePort())", "--database", fixture.url,

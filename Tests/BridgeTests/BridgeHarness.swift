@@ -43,12 +43,13 @@ final class BridgeFixture {
     /// provisioned: unless the config says otherwise, their spots go by `spot_owners: first_report` (a demo's setting);
     /// the tests of the site's register (OwnershipTests) run the default, `registered`.
     @discardableResult
+    /// `brokers`: the --broker value (default: this fixture's broker).
     func startBridge(config: String = "accept_simulated: true\nreassert_every: 200ms\n", database: String? = nil,
-                     extra: [String] = []) throws -> Child {
+                     brokers: String? = nil, extra: [String] = []) throws -> Child {
         let path = dir.appendingPathComponent("bridge-\(UUID().uuidString.prefix(4)).yaml").path
         let config = config.contains("spot_owners:") ? config : config + "spot_owners: first_report\n"
         try config.write(toFile: path, atomically: true, encoding: .utf8)
-        let child = try Child(bridgeBinary, ["run", "--broker", broker.url, "--database", database ?? url, "--config", path] + extra)
+        let child = try Child(bridgeBinary, ["run", "--broker", brokers ?? broker.url, "--database", database ?? url, "--config", path] + extra)
         bridge = child
         guard eventually(15, { child.stderr.contains("bridge running") || child.hasExited }), !child.hasExited else {
             throw HarnessError("bridge did not start: \(child.stderr)")

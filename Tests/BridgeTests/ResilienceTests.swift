@@ -34,6 +34,18 @@ import TestSupport
         #expect(fixture.query("SELECT count(*) FROM sensor_gaps") == "0")
     }
 
+    /// The nodes of a clustered broker (deploy/nats/README.md): the first is down, the bridge takes the feed through the
+    /// next one in the list.
+    @Test func aBridgeGivenANodeListTakesTheFeedThroughTheNextNodeWhenOneIsDown() throws {
+        let fixture = try BridgeFixture()
+        let bridge = try fixture.startBridge(brokers: "mqtt://127.0.0.1:\(freePort()),\(fixture.broker.url)")
+        var device = FakeDevice(fixture.broker)
+        device.online()
+        device.event("spot.occupied", #""spot":"P2-B-01","level":"P2""#)
+        #expect(fixture.waitFor("SELECT count(*) FROM sensor_events", "1"), "\(bridge.stderr)")
+        #expect(bridge.stderr.contains("uplink connected broker=\(fixture.broker.url)"), "\(bridge.stderr)")
+    }
+
     /// Killed (no goodbye), the bridge's persistent session keeps what the devices send meanwhile:
     /// back, it applies all of it, once.
     @Test func aKilledBridgeGetsWhatWasSentWhileItWasDown() throws {
