@@ -27,18 +27,21 @@ broker=${FLEET_BROKER:-mosquitto}
 [ "$agents" -ge 1 ] && [ "$agents" -le 9999 ] || { echo "fleet-bench: FLEET_AGENTS is 1 to 9999" >&2; exit 64; }
 case $broker in mosquitto|nats) ;; *) echo "fleet-bench: FLEET_BROKER is mosquitto or nats" >&2; exit 64 ;; esac
 
-swift build -c release --product parkwise-agent > /tmp/fleet-bench-build.log 2>&1 \
-    && swift build -c release --product parkwise-bridge >> /tmp/fleet-bench-build.log 2>&1 \
+# FLEET_BUILD=debug: the test command's debug binaries (a correctness run; the figures are release builds').
+build=${FLEET_BUILD:-release}
+swift build -c "$build" --product parkwise-agent > /tmp/fleet-bench-build.log 2>&1 \
+    && swift build -c "$build" --product parkwise-bridge >> /tmp/fleet-bench-build.log 2>&1 \
     || { cat /tmp/fleet-bench-build.log >&2; exit 1; }
-agent_bin=$PWD/.build/release/parkwise-agent
-bridge=$PWD/.build/release/parkwise-bridge
+agent_bin=$PWD/.build/$build/parkwise-agent
+bridge=$PWD/.build/$build/parkwise-bridge
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 
 . deploy/dev/bridge-services.sh
 # The password file and ACL exist before the broker starts.
 fleet_root=$(mktemp -d /tmp/parkwise-fleet.XXXXXX)
-device() { printf 'g%03d\n' "$1"; }
-level() { printf 'G%03d\n' "$1"; }
+width=$(( agents > 999 ? 4 : 3 ))   # digits of a garage's number: g001…g999, or g0001… for a city of 1,000 and more
+device() { printf 'g%0*d\n' "$width" "$1"; }
+level() { printf 'G%0*d\n' "$width" "$1"; }
 if [ "$broker" = nats ]; then
     . deploy/dev/nats-cluster.sh
     # shellcheck disable=SC2046
@@ -82,9 +85,9 @@ wait_for() { local end=$(( SECONDS + $2 )); until eval "$1"; do [ $SECONDS -lt $
 
 # The backend's side: a level of 24 spots (zones A and B of 12) per garage, beside the campus.
 sql "INSERT INTO levels (code, name, sort, underground)
-       SELECT format('G%s', lpad(g::text, 3, '0')), 'Garage ' || g, 100 + g, false FROM generate_series(1, $agents) g;
+       SELECT format('G%s', lpad(g::text, $width, '0')), 'Garage ' || g, 100 + g, false FROM generate_series(1, $agents) g;
      INSERT INTO spots (id, level_code, zone, code)
-       SELECT format('G%s-%s-%s', lpad(g::text, 3, '0'), z, lpad(n::text, 2, '0')), format('G%s', lpad(g::text, 3, '0')),
+       SELECT format('G%s-%s-%s', lpad(g::text, $width, '0'), z, lpad(n::text, 2, '0')), format('G%s', lpad(g::text, $width, '0')),
               z, z || '-' || lpad(n::text, 2, '0')
        FROM generate_series(1, $agents) g, unnest(ARRAY['A', 'B']) z, generate_series(1, 12) n" > /dev/null
 
@@ -105,7 +108,7 @@ for i in $(seq 1 "$agents"); do
         done
     } > "$fleet_root/$d/agent.yaml"
 done
-"$agent_bin" check-config "$fleet_root/g001/agent.yaml" > /dev/null || fail "the generated config is refused"
+"$agent_bin" check-config "$fleet_root/$(device 1)/agent.yaml" > /dev/null || fail "the generated config is refused"
 
 bridge_pids=()
 start_bridges() {

@@ -21,6 +21,10 @@ nats_device_permissions() {
 nats_users() {
     local root=$1 site=$2 user password permissions
     shift 2
+    # NATS 2.9 closes the connection of a client that publishes to a topic with a '.' (deploy/nats/README.md).
+    for user in "$site" "$@"; do
+        case $user in *.*) echo "nats_users: '$user' has a '.', which a NATS broker refuses in MQTT topics" >&2; return 1 ;; esac
+    done
     mkdir -p "$root"
     { echo "authorization { users: ["
       for user in "$@"; do

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The node-loss run (deploy/nats/README.md): a three-node NATS cluster on loopback ports, 24 simulated garages and two
+# bridges; one node killed mid-stream and started again; exits 1 unless every seq arrived or was declared, every spot
+# in the database equals the boards' retained states read from the node that came back, and both fleet views agree.
+# Run by the README's test command with the debug binaries; NODE_LOSS_BUILD=release for the figures.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+FLEET_BROKER=nats FLEET_AGENTS=${NODE_LOSS_AGENTS:-24} FLEET_PEAK_S=${NODE_LOSS_PEAK_S:-20} \
+    FLEET_BUILD=${NODE_LOSS_BUILD:-debug} exec bash deploy/dev/fleet-bench.sh
