@@ -64,6 +64,24 @@ import Testing
         subscriber.stop()
     }
 
+    /// A board's session is clean, so it subscribes to its commands at QoS 0: QoS 1 would keep nothing more across a
+    /// disconnect, and on a NATS cluster each QoS 1 subscription is a replicated consumer (deploy/nats/README.md).
+    @Test func aBoardSubscribesToItsCommandsAtQoS0() throws {
+        let dir = temporaryDirectory()
+        let log = dir.path + "/broker.log"
+        // Each subscription in the broker's log file as "client qos filter"; its usual lines still on stderr.
+        let logging = ["subscribe", "error", "warning", "notice", "information"].map { "log_type \($0)\n" }.joined()
+        let broker = try Broker(extraConfig: logging + "log_dest stderr\nlog_dest file \(log)")
+        let agent = try Child(agentBinary, ["run", "--config", try config(dir, brokers: [broker.url], protocolVersion: "3.1.1"),
+                                            "--replay", try writeTrace(dir, threeChanges), "--outbox", dir.path + "/outbox"])
+        func subscriptions() -> String { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
+        #expect(eventually(15) { subscriptions().contains("parkwise/v1/testsite/busy/cmd/+") }, "\(agent.stderr)")
+        #expect(subscriptions().contains(" 0 parkwise/v1/testsite/busy/cmd/+"), "\(subscriptions())")
+        #expect(!subscriptions().contains(" 1 parkwise/v1/testsite/busy/"), "\(subscriptions())")
+        agent.signal(SIGTERM)
+        #expect(agent.wait(10) == 0)
+    }
+
     /// MQTT 5 where the broker supports it: the same contract.
     @Test func speaksMQTT5WhenAsked() throws {
         let broker = try Broker()

@@ -206,8 +206,12 @@ public final class MQTTLink: Sendable {
             case .becameUp:
                 upAt = monotonicSeconds()
                 let mqtt5 = settings.protocolVersion == 5
-                for filter in settings.subscriptions { _ = connection.subscribe(filter) }
-                if !mqtt5, let echo = settings.echoTopic { _ = connection.subscribe(echo) }
+                // QoS 1 only where the session persists (the bridge's): a clean session keeps nothing across a
+                // disconnect, so QoS 1 on the way in gives a board nothing QoS 0 does not, and on a NATS cluster each
+                // QoS 1 subscription is a replicated JetStream consumer the nodes keep alive (deploy/nats/README.md).
+                let qos: Int32 = settings.cleanSession ? 0 : 1
+                for filter in settings.subscriptions { _ = connection.subscribe(filter, qos: qos) }
+                if !mqtt5, let echo = settings.echoTopic { _ = connection.subscribe(echo, qos: qos) }
                 Log.log(watch.active ? .debug : .info, "uplink connected", ["broker": broker])
                 guard hosted, let wakeup else {
                     emit([.connected(broker: broker.description, connection: number, mqtt5: mqtt5)])

@@ -198,7 +198,7 @@ final class MosquittoConnection: @unchecked Sendable {
     /// Whether the callbacks reported something not taken yet (a publish can write what an earlier one queued).
     var hasEvents: Bool { context.takeUnretainedValue().events.withLock { !$0.isEmpty } }
 
-    func subscribe(_ filter: String) -> Int32 { mosquitto_subscribe(handle, nil, filter, 1) }
+    func subscribe(_ filter: String, qos: Int32) -> Int32 { mosquitto_subscribe(handle, nil, filter, qos) }
 
     /// QoS 1 subscription; returns the message id whose SUBACK a probe's recorder keeps.
     func subscribeCounted(_ filter: String) -> (rc: Int32, mid: Int32) {
