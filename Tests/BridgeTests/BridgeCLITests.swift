@@ -218,6 +218,19 @@ import TestSupport
     }
 }
 
+extension BridgeCLITests {
+    @Test func checkConfigTakesAPartitionKOfN() throws {
+        let ok = try checkConfig("partition: 2/3\n")
+        #expect(ok.result.code == 0, "\(ok.result.err)")
+        #expect(ok.result.out.contains("devices all (partition 2/3: this bridge's share of them)"), "\(ok.result.out)")
+        let (bad, result) = try checkConfig("partition: 3/2\nbatch_size: 10\npartition: half\n")
+        #expect(result.code == 78)
+        #expect(result.err.contains("\(bad):1:12: error: partition must be k/N"), "\(result.err)")
+        #expect(result.err.contains("\(bad):3:12: error: partition must be k/N"), "\(result.err)")
+        #expect(result.err.contains("1/2 on one bridge and 2/2 on the other"), "\(result.err)")
+    }
+}
+
 /// `yaml` in a file of its own, as `parkwise-bridge check-config` sees it: the file and the result.
 private func checkConfig(_ yaml: String) throws -> (path: String, result: (code: Int32, out: String, err: String)) {
     let path = temporaryDirectory().appendingPathComponent("bridge.yaml").path

@@ -133,6 +133,32 @@ import TestSupport
     }
 }
 
+/// Two bridges split the devices (`partition: 1/2` and `2/2`), each subscribed to the whole feed as on a broker without
+/// shared subscriptions (NATS): every device is taken by exactly one of them, and every event applied once.
+@Suite struct PartitionTests {
+    @Test func twoBridgesWithAPartitionEachTakeTheirOwnDevicesOnce() throws {
+        let fixture = try BridgeFixture()
+        let config = "accept_simulated: true\nreassert_every: 200ms\nclient_id: "
+        let a = try fixture.startBridge(config: config + "bridge-a\npartition: 1/2\n")
+        let b = try fixture.startBridge(config: config + "bridge-b\npartition: 2/2\n")
+        let names = (1...8).map { "p1-gate-\($0)" }
+        for (i, name) in names.enumerated() {
+            var device = FakeDevice(fixture.broker, device: name)
+            device.online()
+            device.event("spot.occupied", #""spot":"P1-A-0\#(i + 1)","level":"P1""#)
+        }
+        #expect(fixture.waitFor("SELECT count(*) FROM sensor_events", "8"), "\(a.stderr)\n\(b.stderr)")
+        #expect(fixture.waitFor("SELECT count(*) FROM spots WHERE source = 'sensor' AND status = 'occupied'", "8"))
+        /// The devices a bridge took: those whose feed it logged.
+        func taken(_ bridge: Child) -> Set<String> { Set(names.filter { bridge.stderr.contains("device=garage/\($0) feed=") }) }
+        #expect(taken(a).isDisjoint(with: taken(b)), "\(a.stderr)\n\(b.stderr)")
+        #expect(taken(a).union(taken(b)) == Set(names), "\(a.stderr)\n\(b.stderr)")
+        #expect(!taken(a).isEmpty && !taken(b).isEmpty, "one hash for eight names: \(taken(a)) / \(taken(b))")
+        #expect(a.stderr.contains("partition=1/2") && b.stderr.contains("partition=2/2"))
+        #expect(!a.stderr.contains("device not in the config") && !b.stderr.contains("device not in the config"))
+    }
+}
+
 /// Every sensed spot as `id=status`, in id order.
 let sensedSpots = "SELECT string_agg(id || '=' || status, ',' ORDER BY id COLLATE \"C\") FROM spots WHERE source = 'sensor'"
 

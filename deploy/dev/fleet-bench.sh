@@ -13,7 +13,8 @@
 #   FLEET_AGENTS=300 deploy/dev/fleet-bench.sh      (FLEET_BRIDGES=1: one bridge, to compare)
 # FLEET_BROKER=nats: the site broker is a three-node NATS cluster (deploy/nats/README.md, deploy/dev/nats-cluster.sh) with
 # the same users and permissions; each board lists the three nodes (starting at a different one), each bridge too, and
-# both bridges take the whole feed (NATS has no shared subscriptions: the database applies each seq once). Step 3 is then
+# both bridges take every board (NATS has no shared subscriptions; the database applies each seq once; FLEET_PARTITION=1:
+# they split the boards with `partition: k/N`). Step 3 is then
 # a node lost: one node killed (SIGKILL) mid-stream, its boards and bridges moving to the others; the node started
 # again with its store, and the end's retained states read from it:
 #   FLEET_BROKER=nats FLEET_AGENTS=24 FLEET_PEAK_S=30 deploy/dev/fleet-bench.sh      (the node-loss run)
@@ -67,6 +68,9 @@ if [ "$broker" = nats ]; then
     brokers_of() { local k=$(( $1 % 3 )) urls=("${nats_urls[@]}")
                    printf '  brokers: ["%s", "%s", "%s"]\n  protocol: "3.1.1"' "${urls[@]:k}" "${urls[@]:0:k}"; }
     bridge_brokers=$(IFS=,; echo "${nats_urls[*]}")
+    # No shared subscriptions on NATS: each bridge takes every board, and the database applies each seq once (a QoS 1
+    # delivery NATS 2.9 dropped for one subscriber reached the other in our runs: deploy/nats/README.md);
+    # FLEET_PARTITION=1: the bridges split the boards (`partition: k/N`), half the database work, one copy of each.
     share_line=""
     mqport=${nats_mqtt[1]}
 else
@@ -112,9 +116,11 @@ done
 
 bridge_pids=()
 start_bridges() {
-    local names=(bridge-a bridge-b)
+    local names=(bridge-a bridge-b) k=0 split
     for name in "${names[@]:0:$bridges}"; do
-        printf "sites: [city]\naccept_simulated: true\nspot_owners: first_report\n${share_line}client_id: %s\ncredentials: %s\n" \
+        k=$(( k + 1 )); split=""
+        [ "$broker" != nats ] || [ -z "${FLEET_PARTITION:-}" ] || split="partition: $k/$bridges\n"
+        printf "sites: [city]\naccept_simulated: true\nspot_owners: first_report\n${share_line}${split}client_id: %s\ncredentials: %s\n" \
             "$name" "$fleet_root/backend.credentials" > "$fleet_root/$name.yaml"
         "$bridge" run --broker "$bridge_brokers" --database "$db" --config "$fleet_root/$name.yaml" \
             > /dev/null 2>> "$fleet_root/$name.log" &
@@ -141,6 +147,13 @@ start_bridges
 wait_for '[ "$(grep -c "bridge running" "$fleet_root"/bridge-*.log 2>/dev/null | awk -F: "{ s += \$2 } END { print s }")" -ge "$bridges" ]' 30 \
     || fail "the bridges did not start: $(cat "$fleet_root"/bridge-*.log)"
 
+# FLEET_TAP=1: every event the broker hands a third QoS 1 subscriber, in $fleet_root/tap.txt (with FLEET_KEEP: which
+# seqs reached the broker's subscribers, against what the bridges committed).
+if [ -n "${FLEET_TAP:-}" ]; then
+    stdbuf -oL mosquitto_sub -p "$mqport" -u parkwise-backend -P "$bridge_password" -i fleet-tap -c -q 1 -v \
+        -t 'parkwise/v1/city/+/events' > "$fleet_root/tap.txt" 2>&1 &
+    bridge_pids+=($!)
+fi
 echo "== 1. start storm: $agents agents started at once"
 t0=$(now)
 for i in $(seq 1 "$agents"); do

@@ -75,6 +75,28 @@ start_nats_cluster() {
     done
     for i in 1 2 3; do start_nats_node "$i"; done
     for i in 1 2 3; do wait_nats_node "$i" || return 1; done
+    nats_prime
+}
+
+# The cluster makes its MQTT streams at the first MQTT connection. Made by several nodes at once (boards and bridges
+# connecting to different nodes right after a start), a stream came out with 4 replicas on 3 nodes ("MQTT messages
+# stream replicas mismatch: current is 4"); so one connection (the backend's login) makes them once the nodes agree
+# on a JetStream leader, and the clients come after.
+nats_prime() {
+    local i end=$(( SECONDS + 60 )) user password
+    for i in 1 2 3; do
+        until grep -q "metadata leader" "$nats_root/n$i/nats.log"; do
+            [ $SECONDS -lt $end ] || { echo "nats node n$i never saw a JetStream leader: $nats_root/n$i/nats.log" >&2; return 1; }
+            sleep 0.1
+        done
+    done
+    user=$(sed -n 's/^username=//p' "$nats_root/parkwise-backend/credentials")
+    password=$(sed -n 's/^password=//p' "$nats_root/parkwise-backend/credentials")
+    mosquitto_sub -p "${nats_mqtt[1]}" -u "$user" -P "$password" -i nats-prime -t parkwise/v1/prime -W 1 > /dev/null 2>&1 || true
+    until grep -q "new stream leader for '\$G > \$MQTT_msgs'" "$nats_root"/n*/nats.log; do
+        [ $SECONDS -lt $end ] || { echo "the cluster made no MQTT message stream in 60 s: $nats_root/n1/nats.log" >&2; return 1; }
+        sleep 0.1
+    done
 }
 
 stop_nats_cluster() {

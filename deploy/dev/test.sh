@@ -2,8 +2,7 @@
 # The test suite: installs what is missing, builds, and runs every test. The tests start their own
 # mosquitto brokers on free loopback ports and end them by PID; the GPIO tests boot a real kernel
 # with simulated GPIO chips under qemu (hardware/sim/, cached in ~/.cache/parkwise-vm). provision-check.sh: a board
-# provisioned and revoked on a TLS broker (deploy/mosquitto/README.md). node-loss.sh: a node of a three-node NATS cluster
-# killed under 24 garages and two bridges (deploy/nats/README.md). deploy/prometheus/check.sh: the alert rules
+# provisioned and revoked on a TLS broker (deploy/mosquitto/README.md). deploy/prometheus/check.sh: the alert rules
 # and their unit tests (promtool).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -19,4 +18,3 @@ bash deploy/prometheus/check.sh
 bash deploy/mosquitto/provision-check.sh
 bash hardware/sim/run-tests.sh
 bash deploy/dev/demo-check.sh
-bash deploy/dev/node-loss.sh

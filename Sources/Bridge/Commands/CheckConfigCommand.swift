@@ -12,7 +12,8 @@ enum CheckConfigCommand {
         do {
             let config = try BridgeConfigReader.read(try ConfigFile.tree(path: path), file: path)
             say("\(path): ok: sites \(config.sites.map { $0.sorted().joined(separator: ",") } ?? "all"), "
-                + "devices \(config.devices.map { "\($0.count)" } ?? "all"), stale after \(config.staleAfter), "
+                + "devices \(config.devices.map { "\($0.count)" } ?? "all")"
+                + (config.partition.map { " (partition \($0): this bridge's share of them)" } ?? "") + ", stale after \(config.staleAfter), "
                 + "simulated feeds \(config.acceptSimulated ? "accepted" : "refused"), subscribes \(config.filters.joined(separator: " "))"
                 + (config.metricsFile.map { ", metrics to \($0)" } ?? ""))
             return ExitCode.success

@@ -23,6 +23,10 @@ struct BridgeConfig: Sendable {
     var clientID = "parkwise-bridge"
     /// Several bridges share the feed through `$share/<group>/…` (nil: a plain subscription).
     var shareGroup: String?
+    /// Several bridges split the devices (`k/N`: this one takes the devices whose key hashes to k among N), each
+    /// subscribed to the whole feed: a broker without shared subscriptions (NATS) then costs no bridge the others'
+    /// work, and no two bridges write one device's rows (nil: every device).
+    var partition: Partition?
     /// How often the bridge re-asserts what its sensors see over the backend's own writes, expires holds that ran out
     /// and writes a slot's snapshot once there is data for it.
     var reassertEvery: Duration = .seconds(5)
@@ -47,8 +51,11 @@ struct BridgeConfig: Sendable {
     var metricsFile: String?
 
     func accepts(_ key: DeviceKey) -> Bool {
-        (sites?.contains(key.site) ?? true) && (devices?.contains(key.description) ?? true)
+        (sites?.contains(key.site) ?? true) && (devices?.contains(key.description) ?? true) && inPartition(key)
     }
+
+    /// Whether the device is this bridge's share of a partitioned feed (always, without `partition`).
+    func inPartition(_ key: DeviceKey) -> Bool { partition.map { $0.contains(key) } ?? true }
 
     /// The subscription filter: every site's feed, or each accepted site's.
     var filters: [String] {
@@ -65,7 +72,7 @@ struct BridgeConfigReader {
     init(file: String) { self.file = file }
 
     static let keys = ["sites", "devices", "stale_after", "snapshot_every", "accept_simulated", "spot_owners", "client_id",
-                       "share_group", "reassert_every", "no_show_after", "stop_grace", "batch_size", "hold_at_most", "credentials", "tls",
+                       "share_group", "partition", "reassert_every", "no_show_after", "stop_grace", "batch_size", "hold_at_most", "credentials", "tls",
                        "metrics_file"]
 
     static func read(_ root: ConfigNode, file: String) throws(ConfigIssues) -> BridgeConfig {
@@ -105,6 +112,11 @@ struct BridgeConfigReader {
                 }
             case "client_id": text(value).map { config.clientID = $0 }
             case "share_group": text(value).map { config.shareGroup = $0 }
+            case "partition":
+                if let partition = text(value).flatMap(Partition.init) { config.partition = partition } else {
+                    issue(value, "partition must be k/N, this bridge's number k among N bridges (1 ≤ k ≤ N ≤ 64)",
+                          hint: "e.g. 1/2 on one bridge and 2/2 on the other: together they take every device once")
+                }
             case "credentials": text(value).map { config.credentials = $0 }
             case "batch_size":
                 if let n = text(value).flatMap(Int.init), (1...10_000).contains(n) { config.batchSize = n } else {

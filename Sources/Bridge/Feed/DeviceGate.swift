@@ -33,7 +33,8 @@ struct DeviceGate {
             }
             guard let key = message.device else { continue }
             guard config.accepts(key) else {
-                if warned.insert(key).inserted { Log.info("device not in the config, ignored", ["device": key]) }
+                // Another bridge's share of a partitioned feed is not news; a device the config leaves out is.
+                if config.inPartition(key), warned.insert(key).inserted { Log.info("device not in the config, ignored", ["device": key]) }
                 continue
             }
             if case .register = message {   // the broker host's word, not the device's: never held

@@ -94,8 +94,12 @@ final class BridgeRuntime: Sendable {
             }
         }
         if connectionNumber > 0 {   // not when a stop came first
-            Log.info("bridge running", ["subscriptions": settings.link.subscriptions.joined(separator: ","),
-                                        "client_id": settings.link.clientID])
+            let subscriptions = settings.link.subscriptions.joined(separator: ",")
+            if let partition = settings.config.partition {
+                Log.info("bridge running", ["subscriptions": subscriptions, "client_id": settings.link.clientID, "partition": partition])
+            } else {
+                Log.info("bridge running", ["subscriptions": subscriptions, "client_id": settings.link.clientID])
+            }
             settings.service.ready()
         }
         while !isStopping { _ = events.wait() }
