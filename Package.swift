@@ -33,7 +33,7 @@ let libgpiodMajor: Int = {
 
 // Module flow (see README "Layout"):
 //   board (GPIO) / simulation / replay  ->  Core (filters, garage: pure)  ->  AgentKit (stamper, device state, event loop)
-//   ->  Uplink (outbox, sequence ledger, MQTT)  ->  broker  ->  parkwise-bridge  ->  PostgreSQL
+//   ->  Uplink (outbox, sequence ledger) over MQTT (libmosquitto)  ->  broker  ->  BridgeKit (parkwise-bridge)  ->  PostgreSQL
 //   ConfigFile (YAML) feeds Core's config reader; Contract is the wire format shared with monitor and bridge;
 //   SystemIO (files, fsync) and ServiceSetup (the host's unit, user, credentials, certificates) sit underneath.
 let package = Package(
@@ -79,9 +79,13 @@ let package = Package(
         // The host's service setup: the systemd unit's sandbox and user, broker credentials, TLS certificates.
         .target(name: "ServiceSetup", dependencies: ["ParkWiseContract", "ParkWiseLog", "SystemIO"], path: "Sources/ServiceSetup",
                 exclude: ["README.md"]),
-        // Outbox and MQTT session (libmosquitto).
-        .target(name: "Uplink", dependencies: ["Delivery", "ParkWiseContract", "ParkWiseLog", "SystemIO", "ServiceSetup", "CMosquitto"], path: "Sources/Uplink",
-                exclude: ["README.md"]),
+        // The MQTT client both programs use (libmosquitto): the link's thread, its connection, settings and doctor's
+        // broker probes.
+        .target(name: "MQTT", dependencies: ["ParkWiseContract", "ParkWiseLog", "SystemIO", "ServiceSetup", "CMosquitto"],
+                path: "Sources/MQTT", exclude: ["README.md"]),
+        // The agent's outbox and MQTT session: from a stamped event to the broker's PUBACK.
+        .target(name: "Uplink", dependencies: ["Delivery", "MQTT", "ParkWiseContract", "ParkWiseLog", "SystemIO", "ServiceSetup"],
+                path: "Sources/Uplink", exclude: ["README.md"]),
         // PostgreSQL through libpq: one owner per handle, parameterized statements only.
         .target(name: "Postgres", dependencies: ["CPostgres"], path: "Sources/Postgres"),
         // Command-line conventions shared by the agent and the bridge: specs, help, exit codes, signals.
@@ -90,18 +94,20 @@ let package = Package(
         // device state), the status (its model, socket, views), doctor and the walk-test.
         .target(name: "AgentKit",
                 dependencies: ["ParkWiseCore", "ParkWiseContract", "ParkWiseLog", "ParkWiseCLI", "ConfigFile", "Delivery",
-                               "GPIO", "Simulation", "Uplink", "ServiceSetup", "SystemIO", "CTimex"],
+                               "GPIO", "Simulation", "MQTT", "Uplink", "ServiceSetup", "SystemIO", "CTimex"],
                 path: "Sources/AgentKit", exclude: ["README.md"]),
         // The agent's executable: signals, then AgentKit's commands.
         .executableTarget(name: "parkwise-agent", dependencies: ["AgentKit", "ParkWiseCLI"], path: "Sources/Agent"),
-        // The backend half: MQTT feed -> ParkWise's PostgreSQL tables.
-        .executableTarget(name: "parkwise-bridge",
-                          dependencies: ["ParkWiseCore", "ParkWiseContract", "ParkWiseLog", "ParkWiseCLI", "ConfigFile", "Uplink",
-                                         "ServiceSetup", "SystemIO", "Postgres", "Metrics"],
-                          path: "Sources/Bridge", exclude: ["README.md"]),
+        // The backend half, as a library tests import: MQTT feed -> ParkWise's PostgreSQL tables.
+        .target(name: "BridgeKit",
+                dependencies: ["ParkWiseCore", "ParkWiseContract", "ParkWiseLog", "ParkWiseCLI", "ConfigFile", "MQTT",
+                               "ServiceSetup", "SystemIO", "Postgres", "Metrics"],
+                path: "Sources/BridgeKit", exclude: ["README.md"]),
+        // The bridge's executable: signals, then BridgeKit's commands.
+        .executableTarget(name: "parkwise-bridge", dependencies: ["BridgeKit", "ParkWiseCLI"], path: "Sources/Bridge"),
         // Release-mode benchmarks: swift run -c release parkwise-bench
         .executableTarget(name: "parkwise-bench",
-                          dependencies: ["ParkWiseCore", "Simulation", "ConfigFile", "ParkWiseContract", "Uplink", "Delivery"],
+                          dependencies: ["ParkWiseCore", "Simulation", "ConfigFile", "ParkWiseContract", "MQTT", "Uplink", "Delivery"],
                           path: "Sources/Bench"),
 
         .testTarget(name: "CoreTests", dependencies: ["ParkWiseCore", "ConfigFile", "Simulation", "ParkWiseContract"],
@@ -111,10 +117,10 @@ let package = Package(
         .testTarget(name: "DeliveryTests", dependencies: ["Delivery"], path: "Tests/DeliveryTests"),
         // Test helpers shared by the end-to-end test targets: child processes, a private mosquitto.
         .target(name: "TestSupport", path: "Tests/TestSupport"),
-        .testTarget(name: "AgentTests", dependencies: ["ParkWiseContract", "Delivery", "Uplink", "ServiceSetup", "SystemIO", "Simulation", "TestSupport", "AgentKit"],
+        .testTarget(name: "AgentTests", dependencies: ["ParkWiseContract", "Delivery", "MQTT", "Uplink", "ServiceSetup", "SystemIO", "Simulation", "TestSupport", "AgentKit"],
                     path: "Tests/AgentTests"),
         // The bridge against a private PostgreSQL 15, a private mosquitto and the real agent.
-        .testTarget(name: "BridgeTests", dependencies: ["TestSupport"], path: "Tests/BridgeTests"),
+        .testTarget(name: "BridgeTests", dependencies: ["TestSupport", "BridgeKit", "Postgres", "ParkWiseContract"], path: "Tests/BridgeTests"),
     ],
     swiftLanguageModes: [.v6]
 )

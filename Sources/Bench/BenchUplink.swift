@@ -1,5 +1,6 @@
 import Delivery
 import ParkWiseContract
+import MQTT
 import Uplink
 
 /// The agent's delivery path as the benches drive it: the delivery core deciding, the session and its outbox

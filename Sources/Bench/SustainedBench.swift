@@ -1,5 +1,6 @@
 import Glibc
 import ParkWiseContract
+import MQTT
 import Uplink
 
 /// The highest event rate the uplink sustains without its outbox (200 events) overflowing, against a

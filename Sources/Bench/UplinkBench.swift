@@ -1,4 +1,5 @@
 import ParkWiseContract
+import MQTT
 import Uplink
 
 /// The uplink against a real broker on loopback: what an append to the durable outbox costs (with

@@ -1,3 +1,4 @@
+import BridgeKit
 import Glibc
 import ParkWiseCLI
 

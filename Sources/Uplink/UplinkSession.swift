@@ -1,4 +1,5 @@
 import Delivery
+import MQTT
 import ParkWiseContract
 import ParkWiseLog
 

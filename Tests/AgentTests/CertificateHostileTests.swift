@@ -3,7 +3,7 @@ import Synchronization
 import TestSupport
 import Testing
 import ServiceSetup
-import Uplink
+import MQTT
 
 /// A broker is not trusted before its certificate is verified: whatever bytes it sends as a certificate, `doctor`
 /// reads an answer or nil, and never traps.

@@ -3,7 +3,7 @@ import Foundation
 import ParkWiseContract
 import Testing
 import TestSupport
-@testable import Uplink
+@testable import MQTT
 
 /// Two agents configured with one site and device id on one broker (issue 22, item 4): the broker gives the client id
 /// to whoever connected last, so each takes the other's connection. Each agent says so once per streak, with the fix,

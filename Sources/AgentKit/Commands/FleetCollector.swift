@@ -1,6 +1,7 @@
 import FoundationEssentials
 import ParkWiseCLI
 import ParkWiseContract
+import MQTT
 import Uplink
 
 /// `monitor --fleet SITE`: the site's retained statuses, gathered until the broker has sent them all (no retained one

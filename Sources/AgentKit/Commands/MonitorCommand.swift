@@ -3,6 +3,7 @@ import ParkWiseCLI
 import ParkWiseContract
 import ParkWiseCore
 import ServiceSetup
+import MQTT
 import Uplink
 
 /// What a backend sees: subscribes to a site's tree and prints, per device, the level view and

@@ -2,6 +2,7 @@ import Glibc
 import ParkWiseCLI
 import ParkWiseCore
 import ServiceSetup
+import MQTT
 import Uplink
 
 /// Whether the installed service may keep its outbox where the config says. `doctor` and `check-config` run outside

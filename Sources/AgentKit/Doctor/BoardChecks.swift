@@ -1,5 +1,6 @@
 import GPIO
 import ParkWiseCore
+import MQTT
 import Uplink
 
 /// The board the config names against the machine, and every configured line: present, requestable, and at a

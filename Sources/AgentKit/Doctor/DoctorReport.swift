@@ -1,4 +1,5 @@
 import FoundationEssentials
+import MQTT
 import Uplink
 
 /// The doctor's checklist: sections of checks, each ✓ (ok), ✗ (failed: the agent cannot run right) or ! (a warning),

@@ -4,6 +4,7 @@ import ParkWiseCLI
 import ParkWiseContract
 import ParkWiseCore
 import ServiceSetup
+import MQTT
 import Uplink
 
 /// The doctor's checks of this machine: the files the link needs, the clock, the outbox directory.

@@ -1,6 +1,7 @@
 import Glibc
 import ConfigFile
 import ParkWiseCore
+import MQTT
 import Uplink
 
 /// Whether the agent service runs (it holds the state directory's lock) and what it reports on its status socket.

@@ -5,6 +5,7 @@ import ParkWiseContract
 import ParkWiseCore
 import ParkWiseLog
 import ServiceSetup
+import MQTT
 import Uplink
 
 /// The status: the socket's snapshots and the retained `status` topic.

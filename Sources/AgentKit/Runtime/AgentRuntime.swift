@@ -6,6 +6,7 @@ import ParkWiseCore
 import ParkWiseLog
 import Synchronization
 import ServiceSetup
+import MQTT
 import Uplink
 
 /// The composition of one running agent: line source -> garage -> stamper -> uplink session.

@@ -1,5 +1,6 @@
 import Glibc
 import ParkWiseLog
+import MQTT
 import Uplink
 
 /// What the event loop waits on: inputs posted from any thread (the line queue's nudge, the link's events, a stop),

@@ -1,6 +1,7 @@
 import Glibc
 import ParkWiseContract
 import ParkWiseCore
+import MQTT
 import Uplink
 
 /// What the status reports beside the garage's own state, kept as it happens by the event loop:

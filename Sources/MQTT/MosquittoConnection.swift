@@ -11,7 +11,7 @@ import Synchronization
 /// event leaves without a hop to the link's thread. With TLS one SSL object must not read and write on two
 /// threads at once, so libmosquitto is told it runs threaded (`mosquitto_threaded_set`): a publish only queues
 /// and the link's thread, woken, writes it.
-final class MosquittoConnection: @unchecked Sendable {
+package final class MosquittoConnection: @unchecked Sendable {
     private let handle: OpaquePointer
     private let context: Unmanaged<CallbackContext>
     let broker: LinkSettings.Broker
@@ -74,13 +74,13 @@ final class MosquittoConnection: @unchecked Sendable {
 
     static func make(settings: LinkSettings, broker: LinkSettings.Broker, number: UInt64,
                      emit: (@Sendable (UplinkEvent) -> Void)? = nil,
-                     recorder: ProbeRecorder? = nil) throws(UplinkError) -> MosquittoConnection {
-        guard libraryReady else { throw UplinkError(.library, "libmosquitto failed to initialise") }
+                     recorder: ProbeRecorder? = nil) throws(MQTTError) -> MosquittoConnection {
+        guard libraryReady else { throw MQTTError("libmosquitto failed to initialise") }
         let context = Unmanaged.passRetained(CallbackContext(number: number, broker: broker.description, emit: emit,
                                                              recorder: recorder, maximumIncoming: settings.maximumIncoming))
         guard let handle = mosquitto_new(settings.clientID, settings.cleanSession, context.toOpaque()) else {
             context.release()
-            throw UplinkError(.library, "cannot create an MQTT client (out of memory?)")
+            throw MQTTError("cannot create an MQTT client (out of memory?)")
         }
         let maximumPacket = settings.protocolVersion == 5
             ? settings.maximumIncoming.map { UInt32(clamping: $0 + LinkSettings.topicRoom) } : nil
@@ -211,14 +211,14 @@ final class MosquittoConnection: @unchecked Sendable {
 
     var wantsWrite: Bool { mosquitto_want_write(handle) }
 
-    private static func check(_ rc: Int32, _ what: String) throws(UplinkError) {
-        guard rc == MOSQ_ERR_SUCCESS.rawValue else { throw UplinkError(.library, "\(what): \(describe(rc))", code: rc) }
+    private static func check(_ rc: Int32, _ what: String) throws(MQTTError) {
+        guard rc == MOSQ_ERR_SUCCESS.rawValue else { throw MQTTError("\(what): \(describe(rc))", code: rc) }
     }
 
     static func describe(_ rc: Int32) -> String { String(cString: mosquitto_strerror(rc)) }
     static func describeConnack(_ code: Int32) -> String { String(cString: mosquitto_connack_string(code)) }
     /// An MQTT 5 reason code (CONNACK, PUBACK, SUBACK) in words.
-    static func describeReason(_ code: Int32) -> String { String(cString: mosquitto_reason_string(code)) }
+    package static func describeReason(_ code: Int32) -> String { String(cString: mosquitto_reason_string(code)) }
 }
 
 // C callbacks: file-scope, context through the user-data pointer, touching only the context.

@@ -34,7 +34,7 @@ extension BrokerProbe {
                 connection = try MosquittoConnection.make(settings: settings, broker: broker, number: 1, emit: { event in
                     if case .message(let topic, let payload, _, _) = event { recorder.message(topic: topic, payload: payload) }
                 }, recorder: recorder)
-            } catch let error as UplinkError {
+            } catch let error as MQTTError {
                 outcome.withLock { $0.setupError = error.description; $0.finished = true }
                 return
             } catch {

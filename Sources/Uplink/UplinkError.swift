@@ -1,7 +1,7 @@
-/// An uplink failure a technician can act on, with the library's code.
+/// An outbox failure a technician can act on, with the errno when there is one.
 public struct UplinkError: Error, Sendable, CustomStringConvertible {
     /// `newerFormat`: a state file written by a newer agent (see `StateFormat`): refused, never repaired.
-    public enum Code: String, Sendable { case library, outbox, newerFormat = "newer_format" }
+    public enum Code: String, Sendable { case outbox, newerFormat = "newer_format" }
     public var code: Code
     public var message: String
     public var libraryCode: Int32?

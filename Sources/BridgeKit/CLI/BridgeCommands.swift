@@ -1,7 +1,7 @@
 import ParkWiseCLI
 
 /// The bridge's subcommands, in the order `help` lists them.
-enum BridgeCommands {
+public enum BridgeCommands {
     static let version = "0.2.0"
 
     static let program = Program(
@@ -13,7 +13,7 @@ enum BridgeCommands {
         commands: [RunCommand.spec, MigrateCommand.spec, CheckConfigCommand.spec, ExportConfigCommand.spec, FleetCommand.spec])
 
     /// Runs the command line; returns the exit code.
-    static func main(_ args: [String]) -> Int32 {
+    public static func main(_ args: [String]) -> Int32 {
         switch program.resolve(args) {
         case .exit(let code): return code
         case .run(let spec, let parsed):

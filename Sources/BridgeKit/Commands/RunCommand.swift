@@ -5,7 +5,7 @@ import ParkWiseContract
 import ParkWiseLog
 import Postgres
 import ServiceSetup
-import Uplink
+import MQTT
 
 enum RunCommand {
     static let spec = CommandSpec(

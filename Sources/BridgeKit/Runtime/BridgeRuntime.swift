@@ -5,7 +5,7 @@ import ParkWiseLog
 import Postgres
 import ServiceSetup
 import Synchronization
-import Uplink
+import MQTT
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,6 +1,5 @@
 import ParkWiseLog
 import Postgres
-import Uplink
 #if canImport(Glibc)
 import Glibc
 #endif
