@@ -7,12 +7,12 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 bash deploy/dev/setup.sh
+. deploy/dev/lib.sh
 # The board build: the Swift runtime linked in statically (smaller RSS, no toolchain on the board).
-work=$(mktemp -d /tmp/parkwise-bench.XXXXXX)
-swift build -c release --static-swift-stdlib > "$work/build.log" 2>&1 || { cat "$work/build.log" >&2; exit 1; }
+swift_build -c release --static-swift-stdlib
 bin=.build/release
-pids=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"' EXIT
+work=$(mktemp -d /tmp/parkwise-bench.XXXXXX)
+trap 'stop_started; rm -rf "$work"' EXIT
 
 echo "== core throughput (one core)"
 "$bin/parkwise-bench" core 2000000
@@ -33,11 +33,7 @@ echo "== release binary"
 strip -o "$work/parkwise-agent.stripped" "$bin/parkwise-agent"
 echo "parkwise-agent: $(stat -c %s "$bin/parkwise-agent") bytes, stripped $(stat -c %s "$work/parkwise-agent.stripped") bytes"
 
-port=$((20000 + RANDOM % 40000))
-printf 'listener %s 127.0.0.1\nallow_anonymous true\nmax_inflight_messages 0\n' "$port" > "$work/m.conf"
-[ "$(id -u)" -eq 0 ] && echo "user root" >> "$work/m.conf"
-/usr/sbin/mosquitto -c "$work/m.conf" >/dev/null 2>&1 & pids+=($!)
-sleep 0.5
+start_private_broker "$work" "max_inflight_messages 0"
 
 echo "== uplink on loopback"
 "$bin/parkwise-bench" uplink "$port" "$work/uplink" 2>/dev/null

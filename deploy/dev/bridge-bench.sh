@@ -13,9 +13,10 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 events=${BENCH_EVENTS:-20000}
 
-swift build -c release --product parkwise-bridge 2>&1 | tail -n 1
-bridge=$PWD/.build/release/parkwise-bridge
 . deploy/dev/bridge-services.sh
+swift_build --say -c release --product parkwise-bridge
+bridge=$PWD/.build/release/parkwise-bridge
+poll_seconds=0.05
 mosquitto_extra=$'max_queued_messages 0\n'
 start_bridge_services "$bridge" -c shared_preload_libraries=pg_stat_statements
 sql() { psql -X -At -d "$db" -c "$1"; }
@@ -67,11 +68,12 @@ start_bridge() {  # client-id share-group(or -) log [database URL]; sets $starte
     "$bridge" run --broker "mqtt://127.0.0.1:$mqport" --database "${4:-$db}" --config "$config" > /dev/null 2> "$3" &
     started=$!
     pids+=("$started")
-    until grep -q "bridge running" "$3" 2>/dev/null; do sleep 0.05; done
+    wait_until 60 grep -q "bridge running" "$3" 2>/dev/null || fail "$1 did not start: $(cat "$3")"
 }
 stop_bridge() { kill -TERM "$1"; wait "$1" 2>/dev/null || true; }
 fail() { echo "bridge-bench: $*" >&2; exit 1; }
-wait_count() { until [ "$(sql 'SELECT count(*) FROM sensor_events')" -ge "$1" ]; do sleep 0.05; done; }
+counted() { [ "$(sql 'SELECT count(*) FROM sensor_events')" -ge "$1" ]; }
+wait_count() { wait_until 600 counted "$1" || fail "$(sql 'SELECT count(*) FROM sensor_events') of $1 events committed in 600 s"; }
 now() { date +%s.%N; }
 
 echo "== throughput: $events events drained from the broker's queue, one bridge"

@@ -11,12 +11,12 @@ cd "$(dirname "$0")/../.."
 seconds=${IDLE_SECONDS:-60}
 settle=${IDLE_SETTLE:-3}
 
+. deploy/dev/bridge-services.sh
 bridge=${BRIDGE_BIN:-}
 if [ -z "$bridge" ]; then
-    swift build --product parkwise-bridge 2>&1 | tail -n 1
+    swift_build --say --product parkwise-bridge
     bridge=$PWD/.build/debug/parkwise-bridge
 fi
-. deploy/dev/bridge-services.sh
 start_bridge_services "$bridge"
 
 printf 'client_id: idle\n' > "$work/bridge.yaml"   # everything else at its default (reassert_every 5s)
@@ -28,10 +28,9 @@ fi
 "$bridge" run --broker "mqtt://127.0.0.1:$mqport" --database "$db" --config "$work/bridge.yaml" 2> "$work/bridge.log" &
 pid=$!
 pids+=("$pid")
-until grep -q "bridge running" "$work/bridge.log" 2>/dev/null; do
-    kill -0 "$pid" 2>/dev/null || { cat "$work/bridge.log" >&2; exit 1; }
-    sleep 0.05
-done
+# Over once the bridge says it runs, or has exited.
+settled() { grep -q "bridge running" "$work/bridge.log" 2>/dev/null || ! kill -0 "$pid" 2>/dev/null; }
+wait_until 60 settled && grep -q "bridge running" "$work/bridge.log" || { cat "$work/bridge.log" >&2; exit 1; }
 sleep "$settle"
 
 # tid name voluntary nonvoluntary, one line per thread.

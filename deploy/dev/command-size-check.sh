@@ -19,24 +19,21 @@ cd "$(dirname "$0")/../.."
 [ "$(id -u)" -eq 0 ] || { echo "command-size-check: run as root (it makes memory cgroups)" >&2; exit 1; }
 sizes=${COMMAND_SIZES:-"1 8 32 256"}
 limit_mib=64
+. deploy/dev/lib.sh
+agent=${PARKWISE_AGENT_BIN:-}
+if [ -z "$agent" ]; then
+    bash deploy/dev/setup.sh
+    swift_build -c release --static-swift-stdlib --product parkwise-agent
+    agent=.build/release/parkwise-agent
+fi
 work=$(mktemp -d /tmp/parkwise-size.XXXXXX)
-pids=()
 cgroups=()
 cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
+    stop_started
     for c in "${cgroups[@]}"; do rmdir "$c" 2>/dev/null || true; done
     rm -rf "$work"
 }
 trap cleanup EXIT
-
-agent=${PARKWISE_AGENT_BIN:-}
-if [ -z "$agent" ]; then
-    bash deploy/dev/setup.sh
-    swift build -c release --static-swift-stdlib --product parkwise-agent > "$work/build.log" 2>&1 \
-        || { cat "$work/build.log" >&2; exit 1; }
-    agent=.build/release/parkwise-agent
-fi
 
 # The memory cgroup: v2 (memory.max, memory.peak) where the unified hierarchy has the memory controller, else v1.
 if [ -f /sys/fs/cgroup/cgroup.controllers ] && grep -qw memory /sys/fs/cgroup/cgroup.subtree_control; then
@@ -75,15 +72,12 @@ oom_kills() {   # cgroup dir
 }
 mib() { awk -v b="$1" 'BEGIN {printf "%.1f", b / 1048576}'; }
 
-. deploy/dev/private-broker.sh
 shipped=$(awk '$1 == "max_packet_size" {print $2}' deploy/mosquitto/mosquitto.conf)
 [ -n "$shipped" ] || { echo "command-size-check: deploy/mosquitto/mosquitto.conf has no max_packet_size" >&2; exit 1; }
 mkdir "$work/plain" "$work/limited"
-start_private_broker "$work/plain" || exit 1
-pids+=("$broker_pid")
+start_private_broker "$work/plain"
 plain_port=$port
-start_private_broker "$work/limited" "max_packet_size $shipped" || exit 1
-pids+=("$broker_pid")
+start_private_broker "$work/limited" "max_packet_size $shipped"
 limited_port=$port
 
 printf '{"parkwise_trace": 1}\n' > "$work/empty.jsonl"
@@ -104,12 +98,6 @@ write_config "$work/v5.yaml" 5
 topic=parkwise/v1/dev/size-check
 for mb in $sizes; do head -c $((mb * 1000000)) /dev/zero > "$work/payload-$mb"; done
 
-wait_for() {   # seconds, command…: true once the command succeeds
-    local until=$((SECONDS + $1))
-    shift
-    while [ "$SECONDS" -lt "$until" ]; do "$@" && return 0; sleep 0.1; done
-    return 1
-}
 alive() {   # pid: running (not gone, not a zombie nobody has reaped yet)
     local state
     state=$(awk '/^State:/ {print $2}' "/proc/$1/status" 2>/dev/null) || return 1
@@ -136,7 +124,7 @@ one() {   # label, broker port, config, size in MB
         --broker "mqtt://127.0.0.1:$broker" --outbox "$work/outbox-$run" 2> "$log" > /dev/null & echo $! > "$work/pid-$run")
     agent_pid=$(cat "$work/pid-$run")
     pids+=("$agent_pid")
-    wait_for 20 grep -qsF "uplink connected" "$log" || { echo "command-size-check: the agent did not connect" >&2; cat "$log" >&2; exit 1; }
+    wait_until 20 grep -qsF "uplink connected" "$log" || { echo "command-size-check: the agent did not connect" >&2; cat "$log" >&2; exit 1; }
     sleep 1   # its subscription is in place once the broker has answered it; a second is plenty on loopback
     local idle idle_rss
     idle=$(usage "$cg")
@@ -146,7 +134,7 @@ one() {   # label, broker port, config, size in MB
     # Whatever became of the big one, a small diag next (the broker keeps their order): answered only by a live agent
     # that still publishes, after its reply to the big one if it got that.
     mosquitto_pub -p "$broker" -q 1 -t "$topic/cmd/diag" -m '{"id":"after"}' 2>/dev/null || true
-    wait_for 60 answered_after "$replies" || true
+    wait_until 60 answered_after "$replies" || true
     hwm=$(awk '/^VmHWM/ {print $2}' "/proc/$agent_pid/status" 2>/dev/null || echo 0)
     if alive "$agent_pid" && answered_after "$replies"; then state="runs, answers"; else state="KILLED"; fi
     if refused_big "$replies"; then reply="refused, dropped unread"; else reply="none"; fi
@@ -154,7 +142,7 @@ one() {   # label, broker port, config, size in MB
     printf '%-24s %6s MB  %-14s %-40s %7s %7s %7s %7s %4s\n' "$label" "$mb" "$state" "$reply" \
         "$(mib "$idle")" "$(mib "$(peak "$cg")")" "$(mib $((idle_rss * 1024)))" "$(mib $((hwm * 1024)))" "$(oom_kills "$cg")"
     kill -TERM "$agent_pid" 2>/dev/null || true
-    wait_for 15 gone "$agent_pid" || { echo "command-size-check: the agent did not stop" >&2; exit 1; }
+    wait_until 15 gone "$agent_pid" || { echo "command-size-check: the agent did not stop" >&2; exit 1; }
     kill "$sub_pid" 2>/dev/null || true
     wait "$sub_pid" 2>/dev/null || true
     rmdir "$cg"

@@ -7,10 +7,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
+. deploy/dev/lib.sh
 bin=${PARKWISE_AGENT:-}
 if [ -z "$bin" ]; then
-    swift build -c release --product parkwise-agent > /tmp/parkwise-config-bench-build.log 2>&1 \
-        || { cat /tmp/parkwise-config-bench-build.log >&2; exit 1; }
+    swift_build -c release --product parkwise-agent
     bin=.build/release/parkwise-agent
 fi
 sizes=("$@")

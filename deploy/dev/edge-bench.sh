@@ -16,24 +16,14 @@ EDGES=${EDGES:-500}
 RUNS=${RUNS:-7}
 PROFILE=${PROFILE:-1}
 OVERLOAD_SECONDS=${OVERLOAD_SECONDS:-60}
-work=$(mktemp -d /tmp/parkwise-edge.XXXXXX)
+. deploy/dev/lib.sh
 if [[ -z "${BIN:-}" ]]; then
-    swift build -c release --static-swift-stdlib --product parkwise-agent > "$work/build.log" 2>&1 \
-        || { cat "$work/build.log" >&2; exit 1; }
+    swift_build -c release --static-swift-stdlib --product parkwise-agent
     BIN=.build/release/parkwise-agent
 fi
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-port=$((20000 + RANDOM % 40000))
-printf 'listener %s 127.0.0.1\nallow_anonymous true\nmax_inflight_messages 0\n' "$port" > "$work/m.conf"
-[ "$(id -u)" -eq 0 ] && echo "user root" >> "$work/m.conf"
-/usr/sbin/mosquitto -c "$work/m.conf" >/dev/null 2>&1 & pids+=($!)
-for _ in $(seq 1 50); do mosquitto_pub -p "$port" -t probe -n 2>/dev/null && break; sleep 0.1; done
+work=$(mktemp -d /tmp/parkwise-edge.XXXXXX)
+trap 'stop_started; rm -rf "$work"' EXIT
+start_private_broker "$work" "max_inflight_messages 0"
 
 # One spot sensor, no filter delays: one line change, one event.
 printf '%s\n' 'site: bench' 'device: edge' 'board: simulated' 'levels: [ { id: L1, capacity: 1 } ]' 'spots:' \
@@ -45,10 +35,9 @@ trace() {
     for ((i = 0; i < $1; i++)); do printf '{"t_ms": %s, "input": "GPIO2", "value": %s}\n' $(($2 + i * $3)) $(((i + 1) % 2)); done
 }
 
-# wait_for FILE TEXT [tenths]: until the file holds the text.
+# wait_for FILE TEXT [SECONDS]: until the file holds the text (30 s by default).
 wait_for() {
-    local n
-    for ((n = 0; n < ${3:-300}; n++)); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
+    wait_until "${3:-30}" grep -q "$2" "$1" 2>/dev/null && return 0
     echo "edge-bench: '$2' not seen in $1" >&2
     cat "$1" >&2
     return 1
@@ -99,7 +88,7 @@ syscalls() {   # syscalls N: total system calls of a run over an N-edge trace
     rm -rf "$work/s$1"
     strace -f -c -o "$work/strace$1" "$BIN" run --config "$work/agent.yaml" --replay "$work/t$1.jsonl" \
         --broker "mqtt://127.0.0.1:$port" --outbox "$work/s$1" 2> "$work/s$1.log" & local tracer=$!
-    wait_for "$work/s$1.log" "trace finished" 600
+    wait_for "$work/s$1.log" "trace finished" 60
     sleep 1
     # strace's child is the agent: stop it, not strace.
     kill -TERM "$(pgrep -P $tracer)"
@@ -120,7 +109,7 @@ trace "$EDGES" 1500 20 > "$work/cpu.jsonl"
     --outbox "$work/cpu" 2> "$work/cpu.log" & agent=$!; pids+=($agent)
 wait_for "$work/cpu.log" "uplink connected"
 c0=$(cpu_ns $agent)
-wait_for "$work/cpu.log" "trace finished" 600
+wait_for "$work/cpu.log" "trace finished" 60
 sleep 1
 c1=$(cpu_ns $agent)
 echo "  CPU: $(( (c1 - c0) / EDGES / 1000 )) us per edge (all threads, $EDGES edges)"
@@ -166,7 +155,7 @@ if [[ "$PROFILE" == 1 ]] && command -v perf >/dev/null 2>&1; then
         --outbox "$work/prof" 2> "$work/prof.log" & agent=$!; pids+=($agent)
     wait_for "$work/prof.log" "uplink connected"
     perf record -q -F 2000 -g -p $agent -o "$work/perf.data" > /dev/null 2>&1 & rec=$!
-    wait_for "$work/prof.log" "trace finished" 600
+    wait_for "$work/prof.log" "trace finished" 60
     kill -INT $rec; wait $rec || true
     stop_agent $agent
     perf report -i "$work/perf.data" --no-children --sort dso,symbol --stdio 2> /dev/null \

@@ -39,12 +39,12 @@ start_bridge_services "$bridge"
 agent_pids=() bridge_pid=
 trap 'for p in "${agent_pids[@]}" $bridge_pid; do kill "$p" 2>/dev/null || true; done; stop_bridge_services;
       [ -n "${FIELD_KEEP:-}" ] && echo "kept: $root" >&2 || rm -rf "$root"' EXIT
-mosquitto_pid=${pids[1]}
+mosquitto_pid=$broker_pid
+poll_seconds=0.2
 sql() { psql -X -At -d "$db" -c "$1"; }
 now() { date +%s.%N; }
 since() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$1" "$(now)"; }
 fail() { echo "field-run: FAILED: $*" >&2; exit 1; }
-wait_for() { local end=$((SECONDS + $2)); until eval "$1"; do [ $SECONDS -lt $end ] || return 1; sleep 0.2; done; }
 # as USER PROGRAM ARGS...: mosquitto_pub/sub with USER's login (an options file: no password on a command line).
 as() { XDG_CONFIG_HOME=$root/$1 "$2" -h 127.0.0.1 -p "$mqport" "${@:3}"; }
 
@@ -103,8 +103,8 @@ printf 'sites: [field]\naccept_simulated: true\ncredentials: %s\nreassert_every:
     "$root/parkwise-backend/credentials" > "$root/bridge.yaml"
 "$bridge" run --broker "mqtt://127.0.0.1:$mqport" --database "$db" --config "$root/bridge.yaml" > /dev/null 2> "$root/bridge.log" &
 bridge_pid=$!
-wait_for 'grep -q "bridge running" "$root/bridge.log"' 30 || fail "the bridge did not start: $(cat "$root/bridge.log")"
-wait_for '[ "$(sql "SELECT count(*) FROM sensor_spot_owners WHERE site = '"'"'field'"'"'")" -eq $((boards * 24)) ]' 30 ||
+wait_until 30 grep -q "bridge running" "$root/bridge.log" || fail "the bridge did not start: $(cat "$root/bridge.log")"
+wait_until 30 eval '[ "$(sql "SELECT count(*) FROM sensor_spot_owners WHERE site = '"'"'field'"'"'")" -eq $((boards * 24)) ]' ||
     fail "the bridge has $(sql "SELECT count(*) FROM sensor_spot_owners") spot owners, not $((boards * 24))"
 
 echo "== 1. every board started at once"
@@ -114,15 +114,15 @@ for i in $(seq 1 "$boards"); do
     "$agent_bin" run --config "$root/$d/agent.yaml" --simulate --speed 60 --sim-start 07:00 --seed "$i" > /dev/null 2> "$root/$d/agent.log" &
     agent_pids+=($!)
 done
-wait_for '[ "$(online)" -eq "$boards" ]' 120 || fail "only $(online) of $boards boards online after 120 s"
+wait_until 120 eval '[ "$(online)" -eq "$boards" ]' || fail "only $(online) of $boards boards online after 120 s"
 echo "every board online in the database after $(since "$t0") s"
 views "all $boards online"
 
 echo "== 2. three boards killed (SIGKILL)"
 t0=$(now)
 for i in 1 2 3; do kill -KILL "${agent_pids[$((i - 1))]}"; done
-wait_for '[ "$(online)" -eq $((boards - 3)) ]' 60 || fail "$(online) boards online 60 s after three were killed"
-wait_for '[ "$(monitor_count OFFLINE)" -eq 3 ]' 30 || fail "monitor --fleet shows $(monitor_count OFFLINE) OFFLINE, not 3"
+wait_until 60 eval '[ "$(online)" -eq $((boards - 3)) ]' || fail "$(online) boards online 60 s after three were killed"
+wait_until 30 eval '[ "$(monitor_count OFFLINE)" -eq 3 ]' || fail "monitor --fleet shows $(monitor_count OFFLINE) OFFLINE, not 3"
 echo "the three OFFLINE in both views after $(since "$t0") s (keepalive 5 s: the broker's will within 7.5 s)"
 views "three killed"
 
@@ -130,14 +130,14 @@ echo "== 3. board b04 revoked; before that it reports a spot of b05 (refused)"
 revoked=b04
 as "$revoked" mosquitto_pub -q 1 -t "parkwise/v1/field/$revoked/state/spot/F05-A-01" \
     -m '{"checked_in":false,"seq":0,"since":"2026-12-06T07:00:00.000Z","state":"free"}'
-wait_for '[ "$(sql "SELECT coalesce(sum(reports), 0) FROM sensor_refused_spots WHERE device = '"'"'$revoked'"'"'")" -ge 1 ]' 30 ||
+wait_until 30 eval '[ "$(sql "SELECT coalesce(sum(reports), 0) FROM sensor_refused_spots WHERE device = '"'"'$revoked'"'"'")" -ge 1 ]' ||
     fail "b04's report of F05-A-01 was not refused"
 t0=$(now)
 mosquitto_passwd -D "$root/passwd" "$revoked"
 kill -HUP "$mosquitto_pid"
 register "$revoked" revoked 2
 as parkwise-admin mosquitto_sub -t "parkwise/v1/field/$revoked/#" --remove-retained --retained-only -W 2 > /dev/null 2>&1 || true
-wait_for '[ "$(sql "SELECT count(*) FROM sensor_devices WHERE device = '"'"'$revoked'"'"' AND revoked_at IS NOT NULL")" -eq 1 ]' 30 ||
+wait_until 30 eval '[ "$(sql "SELECT count(*) FROM sensor_devices WHERE device = '"'"'$revoked'"'"' AND revoked_at IS NOT NULL")" -eq 1 ]' ||
     fail "the bridge never marked $revoked revoked"
 revoked_at=$(sql "SELECT revoked_at FROM sensor_devices WHERE device = '$revoked'")
 echo "$revoked revoked in the bridge's table $(since "$t0") s after revoke's steps"
@@ -150,13 +150,13 @@ sleep 10   # the outage's length is the measured thing here, not a wait for a co
 views "broker down for 10 s"
 sleep $((outage_s - 10))
 views "broker down for ${outage_s} s"
-/usr/sbin/mosquitto -c "$work/mosquitto.conf" >> "$work/mosquitto.log" 2>&1 &
-mosquitto_pid=$!; pids+=("$mosquitto_pid")
+restart_private_broker "$work"
+mosquitto_pid=$broker_pid
 t0=$(now)
 live=$((boards - 4))
 # A board is back once its status online says it reconnected (none had before the outage).
 back="SELECT count(*) FROM sensor_devices WHERE site = 'field' AND online AND (status->>'reconnects')::int >= 1"
-wait_for '[ "$(sql "$back")" -ge $live ]' 120 ||
+wait_until 120 eval '[ "$(sql "$back")" -ge $live ]' ||
     fail "only $(sql "$back") boards back online 120 s after the broker came back"
 echo "the $live live boards online again $(since "$t0") s after the broker came back"
 views "broker back"

@@ -30,14 +30,13 @@ case $broker in mosquitto|nats) ;; *) echo "fleet-bench: FLEET_BROKER is mosquit
 
 # FLEET_BUILD=debug: the test command's debug binaries (a correctness run; the figures are release builds').
 build=${FLEET_BUILD:-release}
-swift build -c "$build" --product parkwise-agent > /tmp/fleet-bench-build.log 2>&1 \
-    && swift build -c "$build" --product parkwise-bridge >> /tmp/fleet-bench-build.log 2>&1 \
-    || { cat /tmp/fleet-bench-build.log >&2; exit 1; }
+. deploy/dev/bridge-services.sh
+swift_build -c "$build" --product parkwise-agent
+swift_build -c "$build" --product parkwise-bridge
 agent_bin=$PWD/.build/$build/parkwise-agent
 bridge=$PWD/.build/$build/parkwise-bridge
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
-
-. deploy/dev/bridge-services.sh
+poll_seconds=0.2
 # The password file and ACL exist before the broker starts.
 fleet_root=$(mktemp -d /tmp/parkwise-fleet.XXXXXX)
 width=$(( agents > 999 ? 4 : 3 ))   # digits of a garage's number: g001…g999, or g0001… for a city of 1,000 and more
@@ -74,7 +73,7 @@ if [ "$broker" = nats ]; then
     share_line=""
     mqport=${nats_mqtt[1]}
 else
-    mosquitto_pid=${pids[1]}
+    mosquitto_pid=$broker_pid
     broker_pids() { echo "$mosquitto_pid"; }
     brokers_of() { printf '  brokers: ["mqtt://127.0.0.1:%s"]' "$mqport"; }
     bridge_brokers=mqtt://127.0.0.1:$mqport
@@ -84,8 +83,6 @@ sql() { psql -X -At -d "$db" -c "$1"; }
 now() { date +%s.%N; }
 since() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$1" "$(now)"; }
 fail() { echo "fleet-bench: FAILED: $*" >&2; exit 1; }
-# Waits up to $2 seconds for command $1 to succeed.
-wait_for() { local end=$(( SECONDS + $2 )); until eval "$1"; do [ $SECONDS -lt $end ] || return 1; sleep 0.2; done; }
 
 # The backend's side: a level of 24 spots (zones A and B of 12) per garage, beside the campus.
 sql "INSERT INTO levels (code, name, sort, underground)
@@ -144,7 +141,7 @@ postgres_pids() { local main; main=$(head -1 "$work/data/postmaster.pid"); echo 
 
 echo "== $agents garages (24 spots, 2 lanes each: $(( agents * 24 )) spots), $bridges bridge(s), broker $broker, speed ${speed}x"
 start_bridges
-wait_for '[ "$(grep -c "bridge running" "$fleet_root"/bridge-*.log 2>/dev/null | awk -F: "{ s += \$2 } END { print s }")" -ge "$bridges" ]' 30 \
+wait_until 30 eval '[ "$(grep -c "bridge running" "$fleet_root"/bridge-*.log 2>/dev/null | awk -F: "{ s += \$2 } END { print s }")" -ge "$bridges" ]' \
     || fail "the bridges did not start: $(cat "$fleet_root"/bridge-*.log)"
 
 # FLEET_TAP=1: every event the broker hands a third QoS 1 subscriber, in $fleet_root/tap.txt (with FLEET_KEEP: which
@@ -162,7 +159,7 @@ for i in $(seq 1 "$agents"); do
         > /dev/null 2> "$fleet_root/$d/agent.log" &
     agent_pids+=($!)
 done
-wait_for '[ "$(fleet_online)" -eq "$agents" ]' 300 || fail "only $(fleet_online) of $agents boards online after 300 s"
+wait_until 300 eval '[ "$(fleet_online)" -eq "$agents" ]' || fail "only $(fleet_online) of $agents boards online after 300 s"
 echo "every board online in the database after $(since "$t0") s"
 
 echo "== 2. peak: ${peak_s} s of the morning at ${speed}x"
@@ -196,7 +193,7 @@ if [ "$broker" = nats ]; then
     bridge_lost0=$(cat "$fleet_root"/bridge-*.log | grep -c "uplink lost" || true)
     stop_nats_node 1
     t0=$(now); restarted=$t0
-    wait_for '[ "$(lost_boards)" -gt 0 ] && [ "$(sql "$back")" -ge "$(lost_boards)" ]' 300 \
+    wait_until 300 eval '[ "$(lost_boards)" -gt 0 ] && [ "$(sql "$back")" -ge "$(lost_boards)" ]' \
         || fail "only $(sql "$back") of $(lost_boards) boards of n1 back online 300 s after it was lost"
     echo "the $(lost_boards) boards of n1 online again through n2/n3 $(since "$t0") s after n1 was lost; $(( $(committed) - e0 )) events committed meanwhile"
     echo "bridges: $(( $(cat "$fleet_root"/bridge-*.log | grep -c "uplink lost" || true) - bridge_lost0 )) lost their link to n1; their reconnections:"
@@ -209,9 +206,9 @@ else
     echo "== 3. broker restart: $agents boards reconnect, replay and publish every state again"
     kill -TERM "$mosquitto_pid"; while kill -0 "$mosquitto_pid" 2>/dev/null; do sleep 0.05; done
     t0=$(now); restarted=$t0
-    /usr/sbin/mosquitto -c "$work/mosquitto.conf" >> "$work/mosquitto.log" 2>&1 &
-    mosquitto_pid=$!; pids+=("$mosquitto_pid")
-    wait_for '[ "$(sql "$back")" -eq "$agents" ]' 300 || fail "only $(sql "$back") of $agents boards back online 300 s after the restart"
+    restart_private_broker "$work"
+    mosquitto_pid=$broker_pid
+    wait_until 300 eval '[ "$(sql "$back")" -eq "$agents" ]' || fail "only $(sql "$back") of $agents boards back online 300 s after the restart"
     echo "every board online again $(since "$t0") s after the broker came back; $(( $(committed) - e0 )) events committed meanwhile"
 fi
 
@@ -236,7 +233,7 @@ print(",".join(f"{k}={v}" for k, v in sorted(spots.items())))
 PY
 ) || fail "the retained states: $truth"
 sensed="SELECT coalesce(string_agg(id || '=' || status, ',' ORDER BY id COLLATE \"C\"), '') FROM spots WHERE source = 'sensor' AND id LIKE 'G%'"
-if wait_for '[ "$(sql "$sensed")" = "$truth" ]' 120; then
+if wait_until 120 eval '[ "$(sql "$sensed")" = "$truth" ]'; then
     echo "every spot in the database equals its board's retained state $(since "$t0") s after the stop"
 else
     python3 - "$truth" "$(sql "$sensed")" <<'PY' >&2
@@ -266,7 +263,7 @@ if [ -n "$undeclared" ]; then
     fail "$(wc -l <<<"$undeclared") seqs neither arrived nor declared: $(head -20 <<<"$undeclared" | tr '\n' ' ')"
 fi
 echo "seqs: $(committed) events of $agents boards, every seq arrived or declared ($(sql "SELECT count(*) FROM sensor_events WHERE site = 'city' AND type = 'outbox.dropped'") outbox.dropped)"
-wait_for '[ "$(sql "SELECT count(*) FROM sensor_devices WHERE site = '"'"'city'"'"' AND NOT online")" -eq "$agents" ]' 60 \
+wait_until 60 eval '[ "$(sql "SELECT count(*) FROM sensor_devices WHERE site = '"'"'city'"'"' AND NOT online")" -eq "$agents" ]' \
     || { left=$(sql "SELECT device FROM sensor_devices WHERE site = 'city' AND online ORDER BY device LIMIT 1")
          sql "SELECT device, status_at, heard_at, status::text FROM sensor_devices WHERE site = 'city' AND device = '$left'" >&2
          grep -h "$left" "$fleet_root"/bridge-*.log | tail -5 >&2

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the dev scripts (fleet-bench.sh): a three-node NATS cluster with JetStream and MQTT on free loopback ports,
 # the shipped node config (deploy/nats/nats-node.conf) filled in per node, each node's store and log in its folder.
 #   nats_users ROOT SITE USER…   ROOT/users.conf: each USER's password and the site's permissions (deploy/nats/README.md:
@@ -6,9 +7,8 @@
 #   stop_nats_node I / start_nats_node I   stops (SIGKILL: a host lost) or starts node I (1–3) again with its store
 #   wait_nats_node I             waits until node I takes MQTT connections (returns 1 after 60 s)
 #   stop_nats_cluster            stops every node (SIGTERM)
+. deploy/dev/lib.sh
 nats_pids=(); nats_mqtt=(); nats_urls=(); nats_routes=(); nats_clients=()
-
-nats_free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # A board's permissions: its own topics, as deploy/mosquitto/acl.conf gives them (MQTT `/` is NATS `.`; `a/#` is both `a`
 # and `a.>`); `$MQTT.sub.>` is where the cluster hands a QoS 1 subscription its messages (no topic of ours).
@@ -55,12 +55,11 @@ start_nats_node() {
 
 # Waits until node I takes MQTT connections (a node opens its MQTT port once its routes are up).
 wait_nats_node() {
-    local i=$1 end=$(( SECONDS + 60 ))
-    until (exec 3<>"/dev/tcp/127.0.0.1/${nats_mqtt[$i]}") 2>/dev/null; do
-        kill -0 "${nats_pids[$i]}" 2>/dev/null || { echo "nats node n$i stopped: $(tail -3 "$nats_root/n$i/nats.log")" >&2; return 1; }
-        [ $SECONDS -lt $end ] || { echo "nats node n$i did not open its MQTT port in 60 s: $nats_root/n$i/nats.log" >&2; return 1; }
-        sleep 0.1
-    done
+    local i=$1
+    wait_listening "${nats_mqtt[$i]}" 60 "${nats_pids[$i]}" && return 0
+    kill -0 "${nats_pids[$i]}" 2>/dev/null || { echo "nats node n$i stopped: $(tail -3 "$nats_root/n$i/nats.log")" >&2; return 1; }
+    echo "nats node n$i did not open its MQTT port in 60 s: $nats_root/n$i/nats.log" >&2
+    return 1
 }
 
 stop_nats_node() { kill -KILL "${nats_pids[$1]}" 2>/dev/null || true; wait "${nats_pids[$1]}" 2>/dev/null || true; }
@@ -70,7 +69,7 @@ start_nats_cluster() {
     command -v nats-server > /dev/null || { echo "nats-server is not installed: apt install nats-server (Debian 12+)" >&2; return 1; }
     local i
     for i in 1 2 3; do
-        nats_clients[$i]=$(nats_free_port); nats_routes[$i]=$(nats_free_port); nats_mqtt[$i]=$(nats_free_port)
+        nats_clients[$i]=$(free_port); nats_routes[$i]=$(free_port); nats_mqtt[$i]=$(free_port)
         nats_urls[$i]=mqtt://127.0.0.1:${nats_mqtt[$i]}
     done
     for i in 1 2 3; do start_nats_node "$i"; done

@@ -12,37 +12,23 @@ RESTART_SECONDS=${RESTART_SECONDS:-120}
 SAMPLE_SECONDS=${SAMPLE_SECONDS:-30}
 SIM_DAYS=${SIM_DAYS:-7}
 speed=$(awk -v d="$SIM_DAYS" -v m="$SOAK_MINUTES" 'BEGIN { s = d * 86400 / (m * 60); if (s > 10000) s = 10000; printf "%.0f", s }')
-work=$(mktemp -d /tmp/parkwise-soak.XXXXXX)
+. deploy/dev/lib.sh
 if [[ -z "${BIN:-}" ]]; then
-    swift build -c release --static-swift-stdlib --product parkwise-agent > "$work/build.log" 2>&1 \
-        || { cat "$work/build.log" >&2; exit 1; }
+    swift_build -c release --static-swift-stdlib --product parkwise-agent
     BIN=.build/release/parkwise-agent
 fi
-broker=""
-agent=""
-counter=""
-cleanup() {
-    for p in $agent $counter $broker; do kill "$p" 2>/dev/null || true; done
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-port=$((20000 + RANDOM % 40000))
-printf 'listener %s 127.0.0.1\nallow_anonymous true\n' "$port" > "$work/m.conf"
-[ "$(id -u)" -eq 0 ] && echo "user root" >> "$work/m.conf"
-start_broker() {
-    /usr/sbin/mosquitto -c "$work/m.conf" >/dev/null 2>&1 & broker=$!
-    for _ in $(seq 1 50); do mosquitto_pub -p "$port" -t probe -n 2>/dev/null && return 0; sleep 0.1; done
-    echo "soak: mosquitto did not come up on port $port" >&2
-    return 1
-}
-start_broker
+work=$(mktemp -d /tmp/parkwise-soak.XXXXXX)
+trap 'stop_started; rm -rf "$work"' EXIT
+start_private_broker "$work"
 # Events seen by a subscriber, one line each (it reconnects by itself after a broker restart).
-mosquitto_sub -p "$port" -t 'parkwise/v1/+/+/events' -c -i soak-counter -q 1 > "$work/events" 2>/dev/null & counter=$!
+mosquitto_sub -p "$port" -t 'parkwise/v1/+/+/events' -c -i soak-counter -q 1 > "$work/events" 2>/dev/null &
+pids+=($!)
 
 echo "== soak: campus at ${speed}x for ${SOAK_MINUTES} min (${SIM_DAYS} simulated days), broker restarted every ${RESTART_SECONDS} s"
 "$BIN" run --config hardware/examples/campus.yaml --simulate --speed "$speed" \
-    --broker "mqtt://127.0.0.1:$port" --outbox "$work/outbox" 2> "$work/agent.log" & agent=$!
+    --broker "mqtt://127.0.0.1:$port" --outbox "$work/outbox" 2> "$work/agent.log" &
+agent=$!
+pids+=("$agent")
 
 sample() {
     local rss fds threads
@@ -63,9 +49,9 @@ while :; do
     sample "$elapsed" | tee -a "$work/samples"
     ((elapsed >= SOAK_MINUTES * 60)) && break
     if ((now >= next_restart)); then
-        kill "$broker"; wait "$broker" 2>/dev/null || true
-        sleep 2
-        start_broker
+        kill "$broker_pid"; wait "$broker_pid" 2>/dev/null || true
+        sleep 2   # the outage: a measured length, not a wait for a condition
+        restart_private_broker "$work"
         restarts=$((restarts + 1))
         next_restart=$((next_restart + RESTART_SECONDS))
     fi

@@ -9,17 +9,13 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 bash deploy/dev/setup.sh
-work=$(mktemp -d /tmp/parkwise-status.XXXXXX)
-swift build -c release --static-swift-stdlib --product parkwise-agent > "$work/build.log" 2>&1 \
-    || { cat "$work/build.log" >&2; exit 1; }
+. deploy/dev/lib.sh
+swift_build -c release --static-swift-stdlib --product parkwise-agent
 agent=.build/release/parkwise-agent
 idle=${STATUS_IDLE_SECONDS:-60}
-pids=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"' EXIT
-
-. deploy/dev/private-broker.sh
-start_private_broker "$work" || exit 1
-pids+=("$broker_pid")
+work=$(mktemp -d /tmp/parkwise-status.XXXXXX)
+trap 'stop_started; rm -rf "$work"' EXIT
+start_private_broker "$work"
 
 # An idle campus: a replay of an empty trace (no line changes), connected to the broker.
 printf '{"parkwise_trace": 1}\n' > "$work/empty.jsonl"
@@ -29,7 +25,7 @@ start_agent() {   # outbox dir, log file; prints the pid
     echo $!
 }
 wait_for() {   # log file, text
-    for _ in $(seq 1 100); do grep -qF "$2" "$1" && return 0; sleep 0.1; done
+    wait_until 10 grep -qF "$2" "$1" && return 0
     echo "status-cost: '$2' never appeared in $1" >&2; cat "$1" >&2; exit 1
 }
 rss() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
