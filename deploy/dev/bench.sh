@@ -48,7 +48,7 @@ mkdir -p "$work/offline"
 } > "$work/offline/agent.yaml"
 for i in $(seq 0 499); do s=$((i % 8)); printf '{"t_ms": %s, "input": "GPIO%s", "value": %s}\n' $((i * 4)) $((s + 2)) $(( (i / 8 + 1) % 2 )); done > "$work/offline/trace.jsonl"
 "$bin/parkwise-agent" run --config "$work/offline/agent.yaml" --replay "$work/offline/trace.jsonl" \
-    --broker "mqtt://127.0.0.1:1" --outbox "$work/offline/outbox" 2> "$work/offline/log" & agent=$!; pids+=($agent)
+    --broker "mqtt://127.0.0.1:1" --outbox "$work/offline/outbox" 2> "$work/offline/log" & agent=$!; pids+=("$agent")
 for _ in $(seq 1 100); do grep -q "trace finished" "$work/offline/log" && break; sleep 0.1; done
 echo "RSS: $(grep VmRSS /proc/$agent/status | awk '{print $2}') kB with 200 events in the outbox"
 kill -TERM $agent; wait $agent 2>/dev/null || true
@@ -58,7 +58,7 @@ mosquitto_sub -p "$port" -t 'parkwise/v1/uniandes/#' -C 1 -F '%t' > "$work/first
 sleep 0.3
 t0=$(date +%s%N)
 "$bin/parkwise-agent" run --config hardware/examples/campus.yaml --simulate --speed 60 \
-    --broker "mqtt://127.0.0.1:$port" --outbox "$work/outbox" 2> "$work/agent.log" & agent=$!; pids+=($agent)
+    --broker "mqtt://127.0.0.1:$port" --outbox "$work/outbox" 2> "$work/agent.log" & agent=$!; pids+=("$agent")
 wait $sub
 t1=$(date +%s%N)
 echo "start-up to first publish: $(( (t1 - t0) / 1000000 )) ms ($(cat "$work/first"))"

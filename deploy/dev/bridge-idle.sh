@@ -30,7 +30,8 @@ pid=$!
 pids+=("$pid")
 # Over once the bridge says it runs, or has exited.
 settled() { grep -q "bridge running" "$work/bridge.log" 2>/dev/null || ! kill -0 "$pid" 2>/dev/null; }
-wait_until 60 settled && grep -q "bridge running" "$work/bridge.log" || { cat "$work/bridge.log" >&2; exit 1; }
+wait_until 60 settled || true
+grep -q "bridge running" "$work/bridge.log" || { cat "$work/bridge.log" >&2; exit 1; }
 sleep "$settle"
 
 # tid name voluntary nonvoluntary, one line per thread.

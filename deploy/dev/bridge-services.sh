@@ -48,6 +48,7 @@ start_bridge_services() {
     if [ "${bridge_services_broker:-mosquitto}" = mosquitto ]; then
         while IFS= read -r line; do [ -z "$line" ] || lines+=("$line"); done <<<"${mosquitto_access:-}${mosquitto_extra:-}"
         start_private_broker "$work" "${lines[@]}"
+        # shellcheck disable=SC2034  # (for the scripts that source this)
         mqport=$port
     fi
     psql -X -q -v ON_ERROR_STOP=1 -d "$db" -f deploy/backend/parkwise-test-schema.sql

@@ -70,7 +70,7 @@ echo "== binary: $BIN ($(stat -c %s "$BIN") bytes)"
 echo "== idle: voluntary context switches per thread over ${IDLE_SECONDS} s (connected, nothing happening)"
 trace 2 100 100 > "$work/idle.jsonl"
 "$BIN" run --config "$work/agent.yaml" --replay "$work/idle.jsonl" --broker "mqtt://127.0.0.1:$port" \
-    --outbox "$work/idle" 2> "$work/idle.log" & agent=$!; pids+=($agent)
+    --outbox "$work/idle" 2> "$work/idle.log" & agent=$!; pids+=("$agent")
 wait_for "$work/idle.log" "trace finished"
 sleep 2
 switches $agent > "$work/sw0"
@@ -106,7 +106,7 @@ join -a 2 -e 0 -o 0,1.2,2.2 <(calls "$work/strace$short") <(calls "$work/strace$
 
 trace "$EDGES" 1500 20 > "$work/cpu.jsonl"
 "$BIN" run --config "$work/agent.yaml" --replay "$work/cpu.jsonl" --broker "mqtt://127.0.0.1:$port" \
-    --outbox "$work/cpu" 2> "$work/cpu.log" & agent=$!; pids+=($agent)
+    --outbox "$work/cpu" 2> "$work/cpu.log" & agent=$!; pids+=("$agent")
 wait_for "$work/cpu.log" "uplink connected"
 c0=$(cpu_ns $agent)
 wait_for "$work/cpu.log" "trace finished" 60
@@ -117,7 +117,7 @@ stop_agent $agent
 
 echo "== start-up: spawn -> first PUBLISH at a subscriber ($RUNS runs)"
 times=()
-for r in $(seq 1 "$RUNS"); do
+for _ in $(seq 1 "$RUNS"); do
     rm -rf "$work/up"
     mosquitto_sub -p "$port" -t "parkwise/v1/bench/edge/#" -R -C 1 > /dev/null & sub=$!
     sleep 0.3
@@ -126,7 +126,7 @@ for r in $(seq 1 "$RUNS"); do
         --outbox "$work/up" 2> "$work/up.log" & agent=$!
     wait $sub
     t1=$(date +%s%N)
-    times+=($(( (t1 - t0) / 1000 )))
+    times+=("$(( (t1 - t0) / 1000 ))")
     stop_agent $agent
 done
 printf '%s\n' "${times[@]}" | sort -n | awk '{ v[NR] = $1 } END { printf "  min %.1f ms, median %.1f ms, max %.1f ms\n", v[1] / 1000, v[int((NR + 1) / 2)] / 1000, v[NR] / 1000 }'
@@ -139,7 +139,7 @@ done
 awk 'BEGIN { for (i = 0; i < 400000; i++) printf "{\"t_ms\": %d, \"input\": \"GPIO%d\", \"value\": %d}\n", 1000 + i * 2000, 2 + i % 8, int(i / 8 + 1) % 2 }' \
     > "$work/over.jsonl"
 "$BIN" run --config "$work/over.yaml" --replay "$work/over.jsonl" --speed 2000 --broker "mqtt://127.0.0.1:$port" \
-    --outbox "$work/over" 2> "$work/over.log" & agent=$!; pids+=($agent)
+    --outbox "$work/over" 2> "$work/over.log" & agent=$!; pids+=("$agent")
 wait_for "$work/over.log" "agent running"
 for ((t = 0; t <= OVERLOAD_SECONDS; t += 10)); do
     printf '  %4s s  RSS %6s kB\n' "$t" "$(awk '/^VmRSS/ {print $2}' /proc/$agent/status)"
@@ -152,7 +152,7 @@ if [[ "$PROFILE" == 1 ]] && command -v perf >/dev/null 2>&1; then
     echo "== profile: perf record over $((EDGES * 4)) edges at 2 ms (top symbols, self time)"
     trace $((EDGES * 4)) 1500 2 > "$work/prof.jsonl"
     "$BIN" run --config "$work/agent.yaml" --replay "$work/prof.jsonl" --broker "mqtt://127.0.0.1:$port" \
-        --outbox "$work/prof" 2> "$work/prof.log" & agent=$!; pids+=($agent)
+        --outbox "$work/prof" 2> "$work/prof.log" & agent=$!; pids+=("$agent")
     wait_for "$work/prof.log" "uplink connected"
     perf record -q -F 2000 -g -p $agent -o "$work/perf.data" > /dev/null 2>&1 & rec=$!
     wait_for "$work/prof.log" "trace finished" 60

@@ -15,10 +15,10 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 boards=${FIELD_BOARDS:-20}
 outage_s=${FIELD_OUTAGE_S:-60}
-[ "$boards" -ge 5 ] && [ "$boards" -le 200 ] || { echo "field-run: FIELD_BOARDS is 5 to 200" >&2; exit 64; }
+((boards >= 5 && boards <= 200)) || { echo "field-run: FIELD_BOARDS is 5 to 200" >&2; exit 64; }
 agent_bin=${PARKWISE_AGENT_BIN:-$PWD/.build/debug/parkwise-agent}
 bridge=${PARKWISE_BRIDGE_BIN:-$PWD/.build/debug/parkwise-bridge}
-[ -x "$agent_bin" ] && [ -x "$bridge" ] || { echo "field-run: no binaries: swift build first" >&2; exit 1; }
+{ [ -x "$agent_bin" ] && [ -x "$bridge" ]; } || { echo "field-run: no binaries: swift build first" >&2; exit 1; }
 
 . deploy/dev/bridge-services.sh
 root=$(mktemp -d /tmp/parkwise-field.XXXXXX)
@@ -104,7 +104,7 @@ printf 'sites: [field]\naccept_simulated: true\ncredentials: %s\nreassert_every:
 "$bridge" run --broker "mqtt://127.0.0.1:$mqport" --database "$db" --config "$root/bridge.yaml" > /dev/null 2> "$root/bridge.log" &
 bridge_pid=$!
 wait_until 30 grep -q "bridge running" "$root/bridge.log" || fail "the bridge did not start: $(cat "$root/bridge.log")"
-wait_until 30 eval '[ "$(sql "SELECT count(*) FROM sensor_spot_owners WHERE site = '"'"'field'"'"'")" -eq $((boards * 24)) ]' ||
+wait_until 30 prints $((boards * 24)) sql "SELECT count(*) FROM sensor_spot_owners WHERE site = 'field'" ||
     fail "the bridge has $(sql "SELECT count(*) FROM sensor_spot_owners") spot owners, not $((boards * 24))"
 
 echo "== 1. every board started at once"
@@ -114,15 +114,15 @@ for i in $(seq 1 "$boards"); do
     "$agent_bin" run --config "$root/$d/agent.yaml" --simulate --speed 60 --sim-start 07:00 --seed "$i" > /dev/null 2> "$root/$d/agent.log" &
     agent_pids+=($!)
 done
-wait_until 120 eval '[ "$(online)" -eq "$boards" ]' || fail "only $(online) of $boards boards online after 120 s"
+wait_until 120 prints "$boards" online || fail "only $(online) of $boards boards online after 120 s"
 echo "every board online in the database after $(since "$t0") s"
 views "all $boards online"
 
 echo "== 2. three boards killed (SIGKILL)"
 t0=$(now)
 for i in 1 2 3; do kill -KILL "${agent_pids[$((i - 1))]}"; done
-wait_until 60 eval '[ "$(online)" -eq $((boards - 3)) ]' || fail "$(online) boards online 60 s after three were killed"
-wait_until 30 eval '[ "$(monitor_count OFFLINE)" -eq 3 ]' || fail "monitor --fleet shows $(monitor_count OFFLINE) OFFLINE, not 3"
+wait_until 60 prints $((boards - 3)) online || fail "$(online) boards online 60 s after three were killed"
+wait_until 30 prints 3 monitor_count OFFLINE || fail "monitor --fleet shows $(monitor_count OFFLINE) OFFLINE, not 3"
 echo "the three OFFLINE in both views after $(since "$t0") s (keepalive 5 s: the broker's will within 7.5 s)"
 views "three killed"
 
@@ -130,14 +130,14 @@ echo "== 3. board b04 revoked; before that it reports a spot of b05 (refused)"
 revoked=b04
 as "$revoked" mosquitto_pub -q 1 -t "parkwise/v1/field/$revoked/state/spot/F05-A-01" \
     -m '{"checked_in":false,"seq":0,"since":"2026-12-06T07:00:00.000Z","state":"free"}'
-wait_until 30 eval '[ "$(sql "SELECT coalesce(sum(reports), 0) FROM sensor_refused_spots WHERE device = '"'"'$revoked'"'"'")" -ge 1 ]' ||
+wait_until 30 prints_at_least 1 sql "SELECT coalesce(sum(reports), 0) FROM sensor_refused_spots WHERE device = '$revoked'" ||
     fail "b04's report of F05-A-01 was not refused"
 t0=$(now)
 mosquitto_passwd -D "$root/passwd" "$revoked"
 kill -HUP "$mosquitto_pid"
 register "$revoked" revoked 2
 as parkwise-admin mosquitto_sub -t "parkwise/v1/field/$revoked/#" --remove-retained --retained-only -W 2 > /dev/null 2>&1 || true
-wait_until 30 eval '[ "$(sql "SELECT count(*) FROM sensor_devices WHERE device = '"'"'$revoked'"'"' AND revoked_at IS NOT NULL")" -eq 1 ]' ||
+wait_until 30 prints 1 sql "SELECT count(*) FROM sensor_devices WHERE device = '$revoked' AND revoked_at IS NOT NULL" ||
     fail "the bridge never marked $revoked revoked"
 revoked_at=$(sql "SELECT revoked_at FROM sensor_devices WHERE device = '$revoked'")
 echo "$revoked revoked in the bridge's table $(since "$t0") s after revoke's steps"
@@ -156,7 +156,7 @@ t0=$(now)
 live=$((boards - 4))
 # A board is back once its status online says it reconnected (none had before the outage).
 back="SELECT count(*) FROM sensor_devices WHERE site = 'field' AND online AND (status->>'reconnects')::int >= 1"
-wait_until 120 eval '[ "$(sql "$back")" -ge $live ]' ||
+wait_until 120 prints_at_least "$live" sql "$back" ||
     fail "only $(sql "$back") boards back online 120 s after the broker came back"
 echo "the $live live boards online again $(since "$t0") s after the broker came back"
 views "broker back"

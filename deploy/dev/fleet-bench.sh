@@ -25,7 +25,7 @@ speed=${FLEET_SPEED:-60}
 peak_s=${FLEET_PEAK_S:-120}
 bridges=${FLEET_BRIDGES:-2}   # 1: one bridge, for comparison
 broker=${FLEET_BROKER:-mosquitto}
-[ "$agents" -ge 1 ] && [ "$agents" -le 9999 ] || { echo "fleet-bench: FLEET_AGENTS is 1 to 9999" >&2; exit 64; }
+((agents >= 1 && agents <= 9999)) || { echo "fleet-bench: FLEET_AGENTS is 1 to 9999" >&2; exit 64; }
 case $broker in mosquitto|nats) ;; *) echo "fleet-bench: FLEET_BROKER is mosquitto or nats" >&2; exit 64 ;; esac
 
 # FLEET_BUILD=debug: the test command's debug binaries (a correctness run; the figures are release builds').
@@ -131,17 +131,19 @@ stop_fleet() {
 
 fleet_online() { sql "SELECT count(*) FROM sensor_devices WHERE site = 'city' AND online"; }
 committed() { sql "SELECT count(*) FROM sensor_events WHERE site = 'city'"; }
-# CPU seconds so far of the given PIDs (utime + stime of the process, its threads included).
-cpu() { local t=0; for p in "$@"; do
+# CPU seconds so far of the PIDs listed in $1 (utime + stime of the process, its threads included).
+cpu() { local t=0 p list; read -ra list <<<"$1"; for p in "${list[@]}"; do
     t=$(awk -v t="$t" -v hz="$(getconf CLK_TCK)" '{ print t + ($14 + $15) / hz }' "/proc/$p/stat" 2>/dev/null || echo "$t"); done; echo "$t"; }
-# Memory of the given PIDs: their proportional set sizes (shared pages split among the processes sharing them).
-pss_mb() { local k=0; for p in "$@"; do k=$(( k + $(awk '/^Pss:/ { print $2 }' "/proc/$p/smaps_rollup" 2>/dev/null || echo 0) )); done
-    echo $(( k / 1024 )); }
-postgres_pids() { local main; main=$(head -1 "$work/data/postmaster.pid"); echo "$main" $(pgrep -P "$main" || true); }
+# Memory of the PIDs listed in $1: their proportional set sizes (shared pages split among the processes sharing them).
+pss_mb() { local k=0 p list; read -ra list <<<"$1"; for p in "${list[@]}"; do
+    k=$(( k + $(awk '/^Pss:/ { print $2 }' "/proc/$p/smaps_rollup" 2>/dev/null || echo 0) )); done; echo $(( k / 1024 )); }
+postgres_pids() { local main children; main=$(head -1 "$work/data/postmaster.pid"); children=$(pgrep -P "$main" || true)
+                  echo "$main" "${children//$'\n'/ }"; }
 
 echo "== $agents garages (24 spots, 2 lanes each: $(( agents * 24 )) spots), $bridges bridge(s), broker $broker, speed ${speed}x"
 start_bridges
-wait_until 30 eval '[ "$(grep -c "bridge running" "$fleet_root"/bridge-*.log 2>/dev/null | awk -F: "{ s += \$2 } END { print s }")" -ge "$bridges" ]' \
+running_bridges() { cat "$fleet_root"/bridge-*.log 2>/dev/null | grep -c "bridge running"; }
+wait_until 30 prints_at_least "$bridges" running_bridges \
     || fail "the bridges did not start: $(cat "$fleet_root"/bridge-*.log)"
 
 # FLEET_TAP=1: every event the broker hands a third QoS 1 subscriber, in $fleet_root/tap.txt (with FLEET_KEEP: which
@@ -159,20 +161,20 @@ for i in $(seq 1 "$agents"); do
         > /dev/null 2> "$fleet_root/$d/agent.log" &
     agent_pids+=($!)
 done
-wait_until 300 eval '[ "$(fleet_online)" -eq "$agents" ]' || fail "only $(fleet_online) of $agents boards online after 300 s"
+wait_until 300 prints "$agents" fleet_online || fail "only $(fleet_online) of $agents boards online after 300 s"
 echo "every board online in the database after $(since "$t0") s"
 
 echo "== 2. peak: ${peak_s} s of the morning at ${speed}x"
 declare -A members cpu0
 members=([agents]="${agent_pids[*]}" [broker]="$(broker_pids)" [bridges]="${bridge_pids[*]}" [postgres]="$(postgres_pids)")
 kinds="agents broker bridges postgres"
-for k in $kinds; do cpu0[$k]=$(cpu ${members[$k]}); done
+for k in $kinds; do cpu0[$k]=$(cpu "${members[$k]}"); done
 e0=$(committed); t0=$(now)
 sleep "$peak_s"   # a measuring window, not a wait for a condition
 e1=$(committed); t1=$(now)
 for k in $kinds; do
     python3 -c "import sys; n, a, b, w, m = sys.argv[1:]; print(f'  {n:8} {(float(b) - float(a)) / float(w):.2f} cores, {m} MB (PSS)')" \
-        "$k" "${cpu0[$k]}" "$(cpu ${members[$k]})" "$(python3 -c "print($t1 - $t0)")" "$(pss_mb ${members[$k]})"
+        "$k" "${cpu0[$k]}" "$(cpu "${members[$k]}")" "$(python3 -c "print($t1 - $t0)")" "$(pss_mb "${members[$k]}")"
 done
 python3 -c "print(f'committed: {($e1 - $e0) / ($t1 - $t0):.0f} events/s ({$e1 - $e0} in {$t1 - $t0:.0f} s)')"
 grep -h "info applied" "$fleet_root"/bridge-*.log | tail -4 | sed 's/^/  /' || true
@@ -193,13 +195,15 @@ if [ "$broker" = nats ]; then
     bridge_lost0=$(cat "$fleet_root"/bridge-*.log | grep -c "uplink lost" || true)
     stop_nats_node 1
     t0=$(now); restarted=$t0
-    wait_until 300 eval '[ "$(lost_boards)" -gt 0 ] && [ "$(sql "$back")" -ge "$(lost_boards)" ]' \
+    lost_boards_back() { local lost; lost=$(lost_boards); [ "$lost" -gt 0 ] && prints_at_least "$lost" sql "$back"; }
+    wait_until 300 lost_boards_back \
         || fail "only $(sql "$back") of $(lost_boards) boards of n1 back online 300 s after it was lost"
     echo "the $(lost_boards) boards of n1 online again through n2/n3 $(since "$t0") s after n1 was lost; $(( $(committed) - e0 )) events committed meanwhile"
     echo "bridges: $(( $(cat "$fleet_root"/bridge-*.log | grep -c "uplink lost" || true) - bridge_lost0 )) lost their link to n1; their reconnections:"
     grep -h "uplink connected" "$fleet_root"/bridge-*.log | tail -2 | sed 's/^/  /' || true
     t1=$(now)
-    start_nats_node 1 && wait_nats_node 1 || fail "n1 did not start again"
+    start_nats_node 1
+    wait_nats_node 1 || fail "n1 did not start again"
     echo "n1 back after $(since "$t1") s (its store: $(du -sh "$fleet_root/n1/store" | cut -f1))"
     mqport=${nats_mqtt[1]}
 else
@@ -208,7 +212,7 @@ else
     t0=$(now); restarted=$t0
     restart_private_broker "$work"
     mosquitto_pid=$broker_pid
-    wait_until 300 eval '[ "$(sql "$back")" -eq "$agents" ]' || fail "only $(sql "$back") of $agents boards back online 300 s after the restart"
+    wait_until 300 prints "$agents" sql "$back" || fail "only $(sql "$back") of $agents boards back online 300 s after the restart"
     echo "every board online again $(since "$t0") s after the broker came back; $(( $(committed) - e0 )) events committed meanwhile"
 fi
 
@@ -233,7 +237,7 @@ print(",".join(f"{k}={v}" for k, v in sorted(spots.items())))
 PY
 ) || fail "the retained states: $truth"
 sensed="SELECT coalesce(string_agg(id || '=' || status, ',' ORDER BY id COLLATE \"C\"), '') FROM spots WHERE source = 'sensor' AND id LIKE 'G%'"
-if wait_until 120 eval '[ "$(sql "$sensed")" = "$truth" ]'; then
+if wait_until 120 prints "$truth" sql "$sensed"; then
     echo "every spot in the database equals its board's retained state $(since "$t0") s after the stop"
 else
     python3 - "$truth" "$(sql "$sensed")" <<'PY' >&2
@@ -259,11 +263,11 @@ if [ -n "$undeclared" ]; then
          AND seq BETWEEN ${first#*:} - 3 AND ${first#*:} + 3 ORDER BY seq" >&2
     sql "SELECT first_seq, last_seq, declared, detected_at FROM sensor_gaps WHERE site = 'city' AND device = '${first%%:*}'" >&2
     echo "broker restarted at $(date -u -d "@${restarted%.*}" +%T) (UTC); its log:" >&2
-    [ "$broker" = nats ] && tail -5 "$fleet_root"/n1/nats.log >&2 || tail -5 "$work/mosquitto.log" >&2
+    if [ "$broker" = nats ]; then tail -5 "$fleet_root"/n1/nats.log >&2; else tail -5 "$work/mosquitto.log" >&2; fi
     fail "$(wc -l <<<"$undeclared") seqs neither arrived nor declared: $(head -20 <<<"$undeclared" | tr '\n' ' ')"
 fi
 echo "seqs: $(committed) events of $agents boards, every seq arrived or declared ($(sql "SELECT count(*) FROM sensor_events WHERE site = 'city' AND type = 'outbox.dropped'") outbox.dropped)"
-wait_until 60 eval '[ "$(sql "SELECT count(*) FROM sensor_devices WHERE site = '"'"'city'"'"' AND NOT online")" -eq "$agents" ]' \
+wait_until 60 prints "$agents" sql "SELECT count(*) FROM sensor_devices WHERE site = 'city' AND NOT online" \
     || { left=$(sql "SELECT device FROM sensor_devices WHERE site = 'city' AND online ORDER BY device LIMIT 1")
          sql "SELECT device, status_at, heard_at, status::text FROM sensor_devices WHERE site = 'city' AND device = '$left'" >&2
          grep -h "$left" "$fleet_root"/bridge-*.log | tail -5 >&2

@@ -6,6 +6,8 @@
 #   free_port                            prints a loopback port nothing listens on
 #   wait_until SECONDS COMMAND…          true once COMMAND succeeds (tried every $poll_seconds, default 0.1), false if it
 #                                         has not within SECONDS
+#   prints VALUE COMMAND…               true if COMMAND prints VALUE (a condition for wait_until)
+#   prints_at_least N COMMAND…           true if COMMAND prints a whole number of N or more
 #   wait_listening PORT SECONDS [PID]    true once something takes connections on 127.0.0.1:PORT; false after SECONDS
 #                                         or once PID has exited
 #   start_private_broker DIR [LINE…]     mosquitto on a free loopback port: DIR/mosquitto.conf (its listener,
@@ -41,13 +43,16 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 wait_until() {
     local end=$((SECONDS + $1))
     shift
-    until "$@"; do
+    while ! "$@"; do
         [ "$SECONDS" -lt "$end" ] || return 1
         sleep "$poll_seconds"
     done
 }
 
-listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+prints() { local out; out=$("${@:2}") && [ "$out" = "$1" ]; }
+prints_at_least() { local n; n=$("${@:2}") && [ "$n" -ge "$1" ]; }
+
+listening() { { : 3<>"/dev/tcp/127.0.0.1/$1"; } 2>/dev/null; }
 
 wait_listening() {
     local port=$1 end=$((SECONDS + $2)) pid=${3:-}
@@ -93,6 +98,7 @@ start_postgres() {
     postgres_pid=$!
     postgres_dir=$dir
     pids+=("$postgres_pid")
+    # shellcheck disable=SC2034  # (for the scripts that source this)
     db=postgresql://postgres@127.0.0.1:$pgport/postgres
     wait_until 30 "$pgbin/pg_isready" -q -h 127.0.0.1 -p "$pgport" && return 0
     echo "PostgreSQL did not start within 30 s on port $pgport:" >&2

@@ -15,6 +15,7 @@ nats_pids=(); nats_mqtt=(); nats_urls=(); nats_routes=(); nats_clients=()
 nats_device_permissions() {
     local p="parkwise.v1.$1.$2"
     printf '{ publish: { allow: ["%s.status", "%s.events", "%s.state.>", "%s.reply", "%s.doctor"] },\n' "$p" "$p" "$p" "$p" "$p"
+    # shellcheck disable=SC2016  # ($MQTT is a NATS subject's, not the shell's)
     printf '  subscribe: { allow: ["%s.cmd", "%s.cmd.>", "%s.status", "%s.doctor", "$MQTT.sub.>"] } }' "$p" "$p" "$p" "$p"
 }
 
@@ -32,6 +33,7 @@ nats_users() {
           mkdir -p "$root/$user"
           printf 'username=%s\npassword=%s\n' "$user" "$password" > "$root/$user/credentials"
           chmod 600 "$root/$user/credentials"
+          # shellcheck disable=SC2016  # ($MQTT is a NATS subject's, not the shell's)
           case $user in
               parkwise-backend) permissions='{ publish: { allow: ["parkwise.v1.*.*.cmd.>"] }, subscribe: { allow: ["parkwise.v1", "parkwise.v1.>", "$MQTT.sub.>"] } }' ;;
               parkwise-admin) permissions='{ publish: { allow: ["parkwise.v1.>"] }, subscribe: { allow: ["parkwise.v1", "parkwise.v1.>", "$MQTT.sub.>"] } }' ;;
@@ -50,7 +52,7 @@ start_nats_node() {
         -e "s#@ROUTES@#nats-route://127.0.0.1:${nats_routes[1]}, nats-route://127.0.0.1:${nats_routes[2]}, nats-route://127.0.0.1:${nats_routes[3]}#" \
         -e "s#@USERS@#../users.conf#" deploy/nats/nats-node.conf > "$dir/nats.conf"
     nats-server -c "$dir/nats.conf" >> "$dir/nats.log" 2>&1 &
-    nats_pids[$i]=$!
+    nats_pids[i]=$!
 }
 
 # Waits until node I takes MQTT connections (a node opens its MQTT port once its routes are up).
@@ -69,8 +71,9 @@ start_nats_cluster() {
     command -v nats-server > /dev/null || { echo "nats-server is not installed: apt install nats-server (Debian 12+)" >&2; return 1; }
     local i
     for i in 1 2 3; do
-        nats_clients[$i]=$(free_port); nats_routes[$i]=$(free_port); nats_mqtt[$i]=$(free_port)
-        nats_urls[$i]=mqtt://127.0.0.1:${nats_mqtt[$i]}
+        nats_clients[i]=$(free_port); nats_routes[i]=$(free_port); nats_mqtt[i]=$(free_port)
+        # shellcheck disable=SC2034  # (for the scripts that source this)
+        nats_urls[i]=mqtt://127.0.0.1:${nats_mqtt[$i]}
     done
     for i in 1 2 3; do start_nats_node "$i"; done
     for i in 1 2 3; do wait_nats_node "$i" || return 1; done

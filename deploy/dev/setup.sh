@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(pkg-config libgpiod-dev gpiod libmosquitto-dev mosquitto mosquitto-clients libyaml-dev openssl python3-jsonschema
-          postgresql libpq-dev prometheus prometheus-node-exporter nats-server)
+          postgresql libpq-dev prometheus prometheus-node-exporter nats-server shellcheck)
 
 if ! command -v swift >/dev/null 2>&1; then
     echo "setup: the Swift 6 toolchain is not on PATH." >&2

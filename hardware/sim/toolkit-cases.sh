@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by run-tests.sh: the technician's commands on real kernel GPIO lines.
 #
 # walk_test (guest config walk.yaml): the host plays the installer: it waits for each prompt, then drives the lines

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # The gpio-sim VM's host side, sourced by run-tests.sh, bench.sh and system-test.sh: boot (vm_up), one guest command
 # (g), power off (vm_down). Needs CACHE (setup.sh's directory) and, optionally, VM_QEMU_ARGS (more qemu arguments,
 # e.g. disks), VM_APPEND (the kernel's command line), VM_BOOT_S (how long a boot may take, 120 s) and VM_DOWN_S (how

@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # Guest helpers for the host's test commands (sourced by every command). Chips are named by role: mcp, pi4, pi5.
 SIM=/sys/kernel/config/gpio-sim
 AGENT="${AGENT:-/usr/local/bin/parkwise-agent}"   # the system test's guest: /usr/bin/parkwise-agent, from the .deb

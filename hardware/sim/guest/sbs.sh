@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # Guest side of the side-by-side benchmark (hardware/sim/bench.sh), sourced after lib.sh by each host command.
 # The C agent (/usr/local/bin/c-agent) reads the Pi 5 chip's GPIO9, parkwise-agent (configs/bench1.yaml) its GPIO8;
 # /usr/local/bin/probe drives the lines and subscribes (see hardware/sim/bench/probe.c). Figures only.

@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # Sourced by the guest's command server (guest/init, PID 1 of the busybox VM; guest/system/serve, a service of the
 # systemd VM): serves the host's commands on the command port (CTL_TTY: the second serial port, ttyS1, on x86_64;
 # the virtio console hvc0 on arm64's virt machine) until the host sends "poweroff": one line
