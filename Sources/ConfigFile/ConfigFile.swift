@@ -38,7 +38,7 @@ public enum ConfigFile {
     }
 
     /// What kept a file from being read, in an installer's words.
-    struct ReadProblem: Error {
+    struct ConfigReadError: Error {
         let text: String
         /// EACCES: the file is there, but this user may not read it (or enter a directory on the way).
         var denied = false
@@ -66,20 +66,21 @@ public enum ConfigFile {
     }
 
     /// The file's bytes, read with plain system calls (a config is read at every start: no URL, no FileManager).
-    static func read(_ path: String) -> Result<[UInt8], ReadProblem> {
+    static func read(_ path: String) -> Result<[UInt8], ConfigReadError> {
         var info = stat()
         guard stat(path, &info) == 0 else {
-            if errno == EACCES { return .failure(ReadProblem(text: "permission denied", denied: true)) }
-            return .failure(ReadProblem(text: errno == ENOENT || errno == ENOTDIR ? "no such file" : Errno(errno).text))
+            let errno = Errno.current
+            if errno == .permissionDenied { return .failure(ConfigReadError(text: "permission denied", denied: true)) }
+            return .failure(ConfigReadError(text: errno == .noEntry || errno == Errno(ENOTDIR) ? "no such file" : errno.text))
         }
-        if info.st_mode & S_IFMT == S_IFDIR { return .failure(ReadProblem(text: "it is a directory")) }
+        if info.st_mode & S_IFMT == S_IFDIR { return .failure(ConfigReadError(text: "it is a directory")) }
         switch WholeFile.read(path) {
         case .success(let bytes):
             return .success(bytes)
-        case .failure(let failure) where failure.errno == EACCES:
-            return .failure(ReadProblem(text: "permission denied", denied: true))
+        case .failure(let failure) where failure.errno == .permissionDenied:
+            return .failure(ConfigReadError(text: "permission denied", denied: true))
         case .failure(let failure):
-            return .failure(ReadProblem(text: "read error: \(Errno(failure.errno).text)"))
+            return .failure(ConfigReadError(text: "read error: \(failure.errno?.text ?? "not a regular file")"))
         }
     }
 

@@ -13,10 +13,10 @@ public struct Credentials: Sendable {
         public var message: String
         public var hint: String
         /// The errno of a failed stat() or access(), when that was the problem.
-        public var errno: Int32?
+        public var errno: Errno?
         public var description: String { "\(message)\n    hint: \(hint)" }
 
-        public init(message: String, hint: String, errno: Int32? = nil) {
+        public init(message: String, hint: String, errno: Errno? = nil) {
             self.message = message
             self.hint = hint
             self.errno = errno
@@ -28,9 +28,9 @@ public struct Credentials: Sendable {
     public static func checkReadable(_ path: String, what: String) throws(Problem) -> stat {
         var st = stat()
         guard stat(path, &st) == 0, access(path, R_OK) == 0 else {
-            let number = Glibc.errno
-            throw Problem(message: "cannot read \(what) \(path): \(Errno(number).text)",
-                          hint: "check the path in the config, and that the agent's user may read the file", errno: number)
+            let errno = Errno.current
+            throw Problem(message: "cannot read \(what) \(path): \(errno.text)",
+                          hint: "check the path in the config, and that the agent's user may read the file", errno: errno)
         }
         if st.st_mode & S_IFMT == S_IFDIR {
             throw Problem(message: "\(what) \(path) is a directory", hint: "give the path of the file itself")

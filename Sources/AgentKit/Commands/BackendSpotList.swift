@@ -18,7 +18,7 @@ struct BackendSpotList {
         switch WholeFile.read(path) {
         case .success(let read): bytes = read
         case .failure(let failure):
-            return .failure(Problem(message: "cannot read the spot list \(path): \(Errno(failure.errno))",
+            return .failure(Problem(message: "cannot read the spot list \(path): \(failure.errno.map(\.description) ?? "not a regular file")",
                                     hint: "write it with parkwise-bridge export-config --spot-list \(path)"))
         }
         var ids: Set<String> = []

@@ -1,5 +1,6 @@
 import Glibc
 import ServiceSetup
+import SystemIO
 import Uplink
 
 /// Whether this run may keep the state directory. A `run` as root in a directory another user owns (the package's
@@ -28,8 +29,8 @@ enum StateDirectoryAccess {
             return nil
         }
         for path in [directory] + files.map({ directory + "/" + $0 }) where access(path, W_OK) != 0 {
-            let number = errno
-            guard number == EACCES || number == EPERM else { continue }   // a read-only disk is the outbox's to say
+            let number = Errno.current
+            guard number.isPermission else { continue }   // a read-only disk is the outbox's to say
             var st = stat()
             _ = stat(path, &st)
             let me = ServiceUser.userName(geteuid())

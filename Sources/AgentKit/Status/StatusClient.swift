@@ -14,7 +14,7 @@ public enum StatusClient {
         public var path: String
         public var message: String
         public var hint: String
-        public var errno: Int32?
+        public var errno: Errno?
 
         public var description: String { "error: \(message)\n    hint: \(hint)" }
     }
@@ -63,58 +63,57 @@ public enum StatusClient {
     /// The raw answer to one request.
     public static func request(path: String, timeout: Double = 3) -> Result<[UInt8], Failure> {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { return .failure(failure(errno, path)) }
+        guard fd >= 0 else { return .failure(failure(.current, path)) }
         defer { close(fd) }
         StatusSocket.setTimeouts(fd, seconds: timeout)
-        let rc = StatusSocket.connect(fd, to: path)
-        guard rc == 0 else { return .failure(failure(rc, path)) }
+        if let refused = StatusSocket.connect(fd, to: path) { return .failure(failure(refused, path)) }
         let deadline = now() + timeout
         var request = Array(StatusSocket.request.utf8)
         let sent = request.withUnsafeMutableBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-        guard sent == request.count else { return .failure(failure(errno, path)) }
+        guard sent == request.count else { return .failure(failure(.current, path)) }
         var answer: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 65536)
         while true {
-            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            // Each recv is bounded by SO_RCVTIMEO; an interrupted one is made again.
+            let n = retryingOnInterrupt { buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) } }
             if n == 0 { break }
             if n < 0 {
-                if errno == EINTR && now() < deadline { continue }
-                return .failure(failure(errno == EAGAIN || errno == EWOULDBLOCK ? ETIMEDOUT : errno, path))
+                let errno = Errno.current
+                return .failure(failure(errno == .wouldBlock ? .timedOut : errno, path))
             }
             answer.append(contentsOf: buffer[..<n])
             if answer.count > answerLimit {
                 return .failure(Failure(kind: .badAnswer, path: path, message: "the answer from \(path) exceeds \(answerLimit) bytes",
                                         hint: "is this a parkwise-agent's status socket?"))
             }
-            if now() > deadline { return .failure(failure(ETIMEDOUT, path)) }
+            if now() > deadline { return .failure(failure(.timedOut, path)) }
         }
         return .success(answer)
     }
 
-    static func failure(_ code: Int32, _ path: String) -> Failure {
-        let reason = Errno(code).text
+    static func failure(_ code: Errno, _ path: String) -> Failure {
         switch code {
-        case ENOENT, ENOTDIR:
+        case .noEntry, Errno(ENOTDIR):
             return Failure(kind: .noAgent, path: path, message: "no agent is running: \(path) does not exist",
                            hint: "start it (systemctl start parkwise-agent, or parkwise-agent run --config FILE); "
                                + "a run by hand listens in its outbox directory: give the same --config (and --outbox), or --socket PATH",
                            errno: code)
-        case ECONNREFUSED:
+        case .connectionRefused:
             return Failure(kind: .refused, path: path, message: "no agent is answering on \(path) (connection refused: it stopped or crashed)",
                            hint: "see systemctl status parkwise-agent and journalctl -u parkwise-agent; start it again", errno: code)
-        case EACCES, EPERM:
+        case .permissionDenied, .notPermitted:
             return Failure(kind: .permission, path: path, message: "permission denied on \(path)",
                            hint: "the socket is readable by the service's group: add yourself to it "
                                + "(sudo usermod -aG parkwise $USER, then log in again), or use sudo", errno: code)
-        case ETIMEDOUT:
+        case .timedOut:
             return Failure(kind: .timeout, path: path, message: "the agent on \(path) did not answer in time",
                            hint: "it may be overloaded or hung; see journalctl -u parkwise-agent (the watchdog restarts a hung agent)",
                            errno: code)
-        case ENAMETOOLONG:
+        case .nameTooLong:
             return Failure(kind: .other, path: path, message: "\(path) is longer than a unix socket path may be (107 bytes)",
                            hint: "use a shorter outbox directory", errno: code)
         default:
-            return Failure(kind: .other, path: path, message: "cannot ask \(path): \(reason) (errno \(code))",
+            return Failure(kind: .other, path: path, message: "cannot ask \(path): \(code)",
                            hint: "check that \(path) is the agent's status socket", errno: code)
         }
     }

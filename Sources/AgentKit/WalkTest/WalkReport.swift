@@ -107,7 +107,7 @@ struct WalkReport: Codable {
     static func probe(path: String) -> String? {
         let temp = path + ".tmp"
         let fd = open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { return "open \(temp): \(DurableFile.errnoText())" }
+        guard fd >= 0 else { return "open \(temp): \(Errno.current)" }
         close(fd)
         unlink(temp)
         return nil
