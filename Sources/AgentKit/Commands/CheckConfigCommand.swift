@@ -44,7 +44,7 @@ enum CheckConfigCommand {
             issues = error.issues + issues
         }
         guard issues.isEmpty else {
-            printConfigProblems(ConfigIssues(issues), path: path)
+            printConfigProblems(ConfigError(issues), path: path)
             return ExitCode.config
         }
         if var lowered = config.outbox.capacityLowered {

@@ -119,7 +119,7 @@ enum RunCommand {
 
     /// An outbox directory that refused its lock file with EROFS, said once and first (the state file's and the outbox's
     /// own errors follow, each with only its errno): why it is read-only, most likely the service's sandbox, and the fix.
-    static func readOnlyDirectory(_ lock: StateDirectoryLock.Outcome, _ directory: String) -> Credentials.Problem? {
+    static func readOnlyDirectory(_ lock: StateDirectoryLock.Outcome, _ directory: String) -> ServiceSetupError? {
         guard case .unusable(let failure) = lock, failure.errno == .readOnlyFileSystem else { return nil }
         // systemd sets INVOCATION_ID for every service it runs.
         let problem = ServiceSandbox.readOnly(directory: directory, underService: Environment.value("INVOCATION_ID") != nil)

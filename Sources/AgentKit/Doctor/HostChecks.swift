@@ -42,7 +42,7 @@ enum HostChecks {
     /// own, mode 0600 as `run` requires): not checked, said with whose it is and how to check it; never a ✗, and never a
     /// fix that would make a secret readable (issue 33). Nil when the file is at fault: for everyone, or for the agent's
     /// own user (the owner of the state directory), which must read it.
-    static func unreadableHere(_ file: LinkFile, _ problem: Credentials.Problem, stateDirectory: String) -> ProbeStep? {
+    static func unreadableHere(_ file: LinkFile, _ problem: ServiceSetupError, stateDirectory: String) -> ProbeStep? {
         guard problem.errno?.isPermission == true else { return nil }
         var st = stat()
         if stat(stateDirectory, &st) == 0 && st.st_uid == geteuid() { return nil }

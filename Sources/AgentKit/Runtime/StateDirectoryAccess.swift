@@ -12,7 +12,7 @@ enum StateDirectoryAccess {
     /// repair set aside, an administrator's notes, `lost+found` when the directory is a mount point).
     static let files = ["agent.lock", "outbox.log", "device-state.json", "device-state.json.bak", "seq.ledger"]
 
-    static func problem(directory: String) -> Credentials.Problem? {
+    static func problem(directory: String) -> ServiceSetupError? {
         if geteuid() == 0 {
             // The directory, or the one it is to be made in: the service's tree, not whatever lies further up.
             let parent = directory.lastIndex(of: "/").map { String(directory[..<$0]) } ?? "."
@@ -21,7 +21,7 @@ enum StateDirectoryAccess {
                 guard stat(path, &st) == 0 else { continue }
                 guard st.st_uid != 0 else { return nil }
                 let user = ServiceUser.userName(st.st_uid)
-                return Credentials.Problem(
+                return ServiceSetupError(
                     message: "\(path) belongs to user \(user): run as root, the agent would leave files in it that \(user) "
                         + "cannot write, and the service would then keep nothing on disk",
                     hint: "run it as that user (sudo -u \(user) parkwise-agent run ...), or give a run as root its own --outbox DIR")
@@ -34,7 +34,7 @@ enum StateDirectoryAccess {
             var st = stat()
             _ = stat(path, &st)
             let me = ServiceUser.userName(geteuid())
-            return Credentials.Problem(
+            return ServiceSetupError(
                 message: "cannot write \(path) (\(ServiceUser.describe(st))): the agent, running as \(me), would keep "
                     + "nothing on disk",
                 hint: "give the state directory back to \(me): sudo chown -R \(me): \(directory)", errno: number)
