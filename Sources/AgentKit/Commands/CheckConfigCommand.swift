@@ -1,7 +1,6 @@
 import ConfigFile
 import ParkWiseCLI
 import ParkWiseCore
-import Uplink
 
 enum CheckConfigCommand {
     static let spec = CommandSpec(

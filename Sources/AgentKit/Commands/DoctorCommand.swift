@@ -6,7 +6,6 @@ import ParkWiseContract
 import ParkWiseCore
 import ParkWiseLog
 import MQTT
-import Uplink
 
 /// One command, every check a technician needs before (and while) the agent runs, each with its fix.
 enum DoctorCommand {

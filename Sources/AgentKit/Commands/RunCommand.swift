@@ -6,7 +6,6 @@ import ParkWiseCore
 import ParkWiseLog
 import Synchronization
 import ServiceSetup
-import Uplink
 
 enum RunCommand {
     static let spec = CommandSpec(

@@ -3,7 +3,6 @@ import ParkWiseCLI
 import ParkWiseCore
 import ServiceSetup
 import MQTT
-import Uplink
 
 /// Whether the installed service may keep its outbox where the config says. `doctor` and `check-config` run outside
 /// the unit's sandbox (ProtectSystem=strict): a directory they can write may be read-only for the service, which then

@@ -6,7 +6,6 @@ import ParkWiseLog
 import Simulation
 import Synchronization
 import SystemIO
-import Uplink
 
 /// Where line changes come from: the board's GPIO, the traffic simulator, or a recorded trace.
 /// All three feed the same garage with the same values and monotonic timestamps.

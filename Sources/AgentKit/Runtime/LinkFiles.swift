@@ -1,7 +1,6 @@
 import ParkWiseCore
 import ServiceSetup
 import SystemIO
-import Uplink
 
 /// The credentials and TLS files a config names, checked as `run` needs them: `check-config` and `doctor` report
 /// the same problems (through these same functions), at the line that names the file, before anything runs.

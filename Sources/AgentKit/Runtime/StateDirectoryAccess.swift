@@ -1,7 +1,6 @@
 import Glibc
 import ServiceSetup
 import SystemIO
-import Uplink
 
 /// Whether this run may keep the state directory. A `run` as root in a directory another user owns (the package's
 /// /var/lib/parkwise-agent belongs to `parkwise`) would leave files that user cannot write: the service would then

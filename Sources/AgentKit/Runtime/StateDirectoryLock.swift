@@ -1,7 +1,6 @@
 import SystemIO
 import Glibc
 import ParkWiseLog
-import Uplink
 
 /// One agent per state directory: two agents appending to one outbox would corrupt it. The lock
 /// (flock on `agent.lock`) goes with the process, however it ends.

@@ -4,7 +4,6 @@ import Glibc
 import ParkWiseContract
 import ParkWiseLog
 import Synchronization
-import Uplink
 
 /// The local status endpoint: a unix socket whose one thread sleeps in poll(2) until a client
 /// connects (no timer, no CPU while nobody asks). Each connection gets one answer: the client

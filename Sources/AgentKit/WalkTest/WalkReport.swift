@@ -4,7 +4,6 @@ import Glibc
 import ParkWiseCLI
 import ParkWiseContract
 import ParkWiseCore
-import Uplink
 
 /// The walk-test's hand-over report: every step with its verdict (`untested` when not walked yet), as JSON
 /// (read back to resume) and as text. Saved after every verdict, so a walk cut short loses nothing.
