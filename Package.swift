@@ -77,7 +77,7 @@ let package = Package(
         // Traffic simulator and trace replay: line changes without a board.
         .target(name: "Simulation", dependencies: ["ParkWiseCore"], path: "Sources/Simulation"),
         // The host's service setup: the systemd unit's sandbox and user, broker credentials, TLS certificates.
-        .target(name: "ServiceSetup", dependencies: ["ParkWiseContract", "ParkWiseLog", "SystemIO"], path: "Sources/ServiceSetup",
+        .target(name: "ServiceSetup", dependencies: ["ParkWiseContract", "SystemIO"], path: "Sources/ServiceSetup",
                 exclude: ["README.md"]),
         // The MQTT client both programs use (libmosquitto): the link's thread, its connection, settings and doctor's
         // broker probes.

@@ -27,7 +27,7 @@ public struct StandardError: TextOutputStream {
 }
 
 /// A config file's problems, each as FILE:LINE:COL with its hint, then how many there were.
-public func printConfigProblems(_ problems: ConfigIssues, path: String) {
+public func printConfigProblems(_ problems: ConfigError, path: String) {
     printConfigIssues(problems)
     printError("\(path): \(problems.issues.count) problem\(problems.issues.count == 1 ? "" : "s") found")
 }
@@ -35,7 +35,7 @@ public func printConfigProblems(_ problems: ConfigIssues, path: String) {
 /// The bytes of `printError(problems.description)`, written some 64 KB at a time. A city's file with one wrong level
 /// on 60,000 spots has 240 MB of problems (each hint lists the 500 levels); as one string, joined and copied, that
 /// took 800 MB.
-public func printConfigIssues(_ problems: ConfigIssues) {
+public func printConfigIssues(_ problems: ConfigError) {
     if let first = problems.issues.first {
         let more = problems.issues.count > 1 ? " (and \(problems.issues.count - 1) more)" : ""
         LastError.record(first.description.prefix(while: { $0 != "\n" }) + more)

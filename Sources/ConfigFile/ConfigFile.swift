@@ -7,30 +7,30 @@ import ParkWiseLog
 
 /// Reads an installer's config file from disk and validates it.
 public enum ConfigFile {
-    /// Every problem is reported at once (`ConfigIssues`), each with file:line:col and a hint.
-    public static func load(path: String) throws(ConfigIssues) -> AgentConfig {
+    /// Every problem is reported at once (`ConfigError`), each with file:line:col and a hint.
+    public static func load(path: String) throws(ConfigError) -> AgentConfig {
         try ConfigReader.read(try tree(path: path), file: path)
     }
 
     /// `load`, and the fingerprint (`hash`) of the very bytes it read: one read, so the two cannot
     /// come from different versions of a file being edited.
-    public static func loadFingerprinted(path: String) throws(ConfigIssues) -> (config: AgentConfig, hash: String) {
+    public static func loadFingerprinted(path: String) throws(ConfigError) -> (config: AgentConfig, hash: String) {
         let bytes = try bytes(path: path)
         return (try parse(bytes, file: path), fingerprint(bytes))
     }
 
     /// The file's YAML as a `ConfigNode` tree, for other readers (the bridge's config); the same
     /// file:line:col problems as `load`.
-    public static func tree(path: String) throws(ConfigIssues) -> ConfigNode {
+    public static func tree(path: String) throws(ConfigError) -> ConfigNode {
         try YAMLParser.parse(try bytes(path: path), file: path)
     }
 
-    private static func bytes(path: String) throws(ConfigIssues) -> [UInt8] {
+    private static func bytes(path: String) throws(ConfigError) -> [UInt8] {
         switch read(path) {
         case .success(let bytes):
             return bytes
         case .failure(let problem):
-            throw ConfigIssues([ConfigIssue(file: path, mark: Mark(line: 1, column: 1),
+            throw ConfigError([ConfigIssue(file: path, mark: Mark(line: 1, column: 1),
                                             message: "cannot read the config file: \(problem.text)",
                                             hint: problem.denied ? deniedHint(path)
                                                 : "check the path, and that the agent's user may read the file")])
@@ -38,7 +38,7 @@ public enum ConfigFile {
     }
 
     /// What kept a file from being read, in an installer's words.
-    struct ReadProblem: Error {
+    struct ConfigReadError: Error {
         let text: String
         /// EACCES: the file is there, but this user may not read it (or enter a directory on the way).
         var denied = false
@@ -66,37 +66,38 @@ public enum ConfigFile {
     }
 
     /// The file's bytes, read with plain system calls (a config is read at every start: no URL, no FileManager).
-    static func read(_ path: String) -> Result<[UInt8], ReadProblem> {
+    static func read(_ path: String) -> Result<[UInt8], ConfigReadError> {
         var info = stat()
         guard stat(path, &info) == 0 else {
-            if errno == EACCES { return .failure(ReadProblem(text: "permission denied", denied: true)) }
-            return .failure(ReadProblem(text: errno == ENOENT || errno == ENOTDIR ? "no such file" : Errno(errno).text))
+            let errno = Errno.current
+            if errno == .permissionDenied { return .failure(ConfigReadError(text: "permission denied", denied: true)) }
+            return .failure(ConfigReadError(text: errno == .noEntry || errno == Errno(ENOTDIR) ? "no such file" : errno.text))
         }
-        if info.st_mode & S_IFMT == S_IFDIR { return .failure(ReadProblem(text: "it is a directory")) }
+        if info.st_mode & S_IFMT == S_IFDIR { return .failure(ConfigReadError(text: "it is a directory")) }
         switch WholeFile.read(path) {
         case .success(let bytes):
             return .success(bytes)
-        case .failure(let failure) where failure.errno == EACCES:
-            return .failure(ReadProblem(text: "permission denied", denied: true))
+        case .failure(let failure) where failure.errno == .permissionDenied:
+            return .failure(ConfigReadError(text: "permission denied", denied: true))
         case .failure(let failure):
-            return .failure(ReadProblem(text: "read error: \(Errno(failure.errno).text)"))
+            return .failure(ConfigReadError(text: "read error: \(failure.errno?.text ?? "not a regular file")"))
         }
     }
 
-    public static func parse(_ bytes: [UInt8], file: String) throws(ConfigIssues) -> AgentConfig {
+    public static func parse(_ bytes: [UInt8], file: String) throws(ConfigError) -> AgentConfig {
         let root = try YAMLParser.parse(bytes, file: file)
         return try ConfigReader.read(root, file: file)
     }
 
     /// For `walk-test --learn`: the config without its `UNSET` spots, those spots, and the very bytes read (the
     /// text the learned inputs are written into).
-    public static func loadForLearning(path: String) throws(ConfigIssues) -> (config: AgentConfig, unset: [UnsetSpot], text: [UInt8]) {
+    public static func loadForLearning(path: String) throws(ConfigError) -> (config: AgentConfig, unset: [UnsetSpot], text: [UInt8]) {
         let bytes = try bytes(path: path)
         let (config, unset) = try parseForLearning(bytes, file: path)
         return (config, unset, bytes)
     }
 
-    public static func parseForLearning(_ bytes: [UInt8], file: String) throws(ConfigIssues) -> (config: AgentConfig, unset: [UnsetSpot]) {
+    public static func parseForLearning(_ bytes: [UInt8], file: String) throws(ConfigError) -> (config: AgentConfig, unset: [UnsetSpot]) {
         try ConfigReader.readForLearning(try YAMLParser.parse(bytes, file: file), file: file)
     }
 

@@ -18,10 +18,10 @@ final class YAMLParser {
         input.deallocate()
     }
 
-    static func parse(_ bytes: [UInt8], file: String) throws(ConfigIssues) -> ConfigNode {
+    static func parse(_ bytes: [UInt8], file: String) throws(ConfigError) -> ConfigNode {
         let p = YAMLParser(bytes: bytes)
         guard yaml_parser_initialize(&p.parser) == 1 else {
-            throw ConfigIssues([ConfigIssue(file: file, mark: Mark(line: 1, column: 1), message: "out of memory reading YAML")])
+            throw ConfigError([ConfigIssue(file: file, mark: Mark(line: 1, column: 1), message: "out of memory reading YAML")])
         }
         yaml_parser_set_input_string(&p.parser, p.input.baseAddress, bytes.count)
         var builder = TreeBuilder(file: file)
@@ -35,7 +35,7 @@ final class YAMLParser {
         return builder.root ?? ConfigNode(.mapping([]), at: Mark(line: 1, column: 1))
     }
 
-    private func syntaxError(file: String) -> ConfigIssues {
+    private func syntaxError(file: String) -> ConfigError {
         let problem = parser.problem.map { String(cString: $0) } ?? "invalid YAML"
         let mark = parser.problem_mark
         var message = "YAML syntax: \(problem)"
@@ -44,7 +44,7 @@ final class YAMLParser {
         }
         let hint = problem.contains("tab") ? "indent with spaces, not tabs"
             : "check indentation and that every `key: value` has a space after the colon"
-        return ConfigIssues([ConfigIssue(file: file, mark: Mark(line: mark.line + 1, column: mark.column + 1),
+        return ConfigError([ConfigIssue(file: file, mark: Mark(line: mark.line + 1, column: mark.column + 1),
                                          message: message, hint: hint)])
     }
 }
@@ -72,7 +72,7 @@ private struct TreeBuilder {
 
     init(file: String) { self.file = file }
 
-    mutating func take(_ event: inout yaml_event_t) throws(ConfigIssues) {
+    mutating func take(_ event: inout yaml_event_t) throws(ConfigError) {
         let mark = Mark(line: event.start_mark.line + 1, column: event.start_mark.column + 1)
         switch event.type {
         case YAML_SCALAR_EVENT:
@@ -90,11 +90,11 @@ private struct TreeBuilder {
             let done = stack.removeLast()
             add(ConfigNode(done.isMapping ? .mapping(done.pairs) : .sequence(done.items), at: done.mark))
         case YAML_ALIAS_EVENT:
-            throw ConfigIssues([ConfigIssue(file: file, mark: mark, message: "YAML aliases (*name) are not supported",
+            throw ConfigError([ConfigIssue(file: file, mark: mark, message: "YAML aliases (*name) are not supported",
                                             hint: "write the value out in full")])
         case YAML_DOCUMENT_START_EVENT:
             if root != nil {
-                throw ConfigIssues([ConfigIssue(file: file, mark: mark, message: "more than one YAML document in the file",
+                throw ConfigError([ConfigIssue(file: file, mark: mark, message: "more than one YAML document in the file",
                                                 hint: "remove the second `---` and everything after it, or merge them")])
             }
         default:
@@ -102,20 +102,20 @@ private struct TreeBuilder {
         }
     }
 
-    private mutating func open(_ collection: Open, at mark: Mark) throws(ConfigIssues) {
+    private mutating func open(_ collection: Open, at mark: Mark) throws(ConfigError) {
         guard stack.count < Self.maxDepth else {
-            throw ConfigIssues([ConfigIssue(file: file, mark: mark, message: "YAML nested more than \(Self.maxDepth) levels deep",
+            throw ConfigError([ConfigIssue(file: file, mark: mark, message: "YAML nested more than \(Self.maxDepth) levels deep",
                                             hint: "a config nests a few levels at most; check the brackets and indentation")])
         }
         stack.append(collection)
     }
 
     /// `!secret name`, `!include file`: a tag would silently change nothing, so the value would be the tag's argument.
-    private func refuse(tag: UnsafeMutablePointer<yaml_char_t>?, at mark: Mark) throws(ConfigIssues) {
+    private func refuse(tag: UnsafeMutablePointer<yaml_char_t>?, at mark: Mark) throws(ConfigError) {
         guard let tag else { return }
         let name = String(cString: tag)
         guard !name.hasPrefix("tag:yaml.org,2002:") else { return }   // !!str, !!int: plain YAML types
-        throw ConfigIssues([ConfigIssue(file: file, mark: mark, message: "YAML tag '\(name)' is not supported",
+        throw ConfigError([ConfigIssue(file: file, mark: mark, message: "YAML tag '\(name)' is not supported",
                                         hint: name == "!secret"
                                             ? "write the value itself; keep MQTT secrets in the file mqtt.credentials names"
                                             : "remove the tag and write the value itself")])

@@ -29,7 +29,6 @@ public struct SeqRuns: Equatable, Sendable {
     public var isEmpty: Bool { ranges.isEmpty }
     /// How many seqs (not ranges).
     public var seqCount: UInt64 { ranges.reduce(0) { $0 + ($1.upperBound - $1.lowerBound + 1) } }
-    public var lowest: UInt64? { ranges.first?.lowerBound }
     public var highest: UInt64? { ranges.last?.upperBound }
 
     public func contains(_ seq: UInt64) -> Bool {

@@ -1,3 +1,4 @@
+import SystemIO
 import Glibc
 
 /// Which GPIO chip carries a board's header GPIOs, found by the chip's label
@@ -71,11 +72,8 @@ func readSmallFile(_ path: String, limit: Int = 4096) -> [UInt8]? {
     var bytes: [UInt8] = []
     var chunk = [UInt8](repeating: 0, count: 512)
     while bytes.count < limit {
-        let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-        if count < 0 {
-            if Glibc.errno == EINTR { continue }
-            return nil
-        }
+        let count = retryingOnInterrupt { chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) } }
+        if count < 0 { return nil }
         if count == 0 { break }
         bytes.append(contentsOf: chunk[..<count])
     }

@@ -4,7 +4,7 @@ import SystemIO
 final class ChipSet {
     private(set) var chips: [ChipHandle] = []
     /// Devices that could not be opened, with the errno: the line looked for may be on one of them.
-    private(set) var unopenable: [(path: String, errno: Int32)] = []
+    private(set) var unopenable: [(path: String, errno: Errno)] = []
 
     init() {
         for path in ChipDevices.paths() {
@@ -42,13 +42,13 @@ final class ChipSet {
     /// "pinctrl-rp1 (gpiochip0), mcp23017 (gpiochip2)": what a technician compares with the config.
     var summary: String {
         var parts = chips.map { "\($0.label) (\($0.name)\($0.device.map { ", device \($0)" } ?? ""))" }
-        parts += unopenable.map { "\($0.path) (cannot open: \(Errno($0.errno).text))" }
+        parts += unopenable.map { "\($0.path) (cannot open: \($0.errno.text))" }
         return parts.isEmpty ? "none" : parts.joined(separator: ", ")
     }
 
     /// The error to give when a line was not found but some chips could not be opened: the line may be on one.
     var openFailure: GPIOError? {
-        guard let first = unopenable.first(where: { Errno($0.errno).isPermission }) ?? unopenable.first else { return nil }
+        guard let first = unopenable.first(where: { $0.errno.isPermission }) ?? unopenable.first else { return nil }
         return .cannotOpen(first.path, errno: first.errno)
     }
 }

@@ -13,7 +13,7 @@ final class EdgeWatch {
     private let lines: LineSet
     private let names: [String]
     private let deliver: @Sendable ([LineChange]) -> Void
-    private let failed: @Sendable (GPIOFailure) -> Void
+    private let failed: @Sendable (InputLostError) -> Void
     private let buffer: EdgeBuffer
     private let chips = ChipWatch()
     /// Slot i is input i's event fd (-1 once lost: poll ignores it); the last slot is the watch on /dev.
@@ -37,7 +37,7 @@ final class EdgeWatch {
     private var busyRetryAt: Int64?
 
     init(lines: LineSet, names: [String], buffer: EdgeBuffer,
-         deliver: @escaping @Sendable ([LineChange]) -> Void, failed: @escaping @Sendable (GPIOFailure) -> Void) {
+         deliver: @escaping @Sendable ([LineChange]) -> Void, failed: @escaping @Sendable (InputLostError) -> Void) {
         self.lines = lines
         self.names = names
         self.buffer = buffer
@@ -85,8 +85,9 @@ final class EdgeWatch {
             do {
                 try lines.lines[index]!.readEdges(using: buffer, into: &edges)
             } catch {
-                if error.errno == EINTR || error.errno == EAGAIN { continue }
-                lost(index, reason: "reading its events failed: \(Errno(error.errno).text)")
+                // Nothing to read after all, or a signal came first: poll reports the line again.
+                if error.errno == .interrupted || error.errno == .wouldBlock { continue }
+                lost(index, reason: "reading its events failed: \(error.errno.text)")
                 continue
             }
             for edge in edges {
@@ -140,7 +141,7 @@ final class EdgeWatch {
     private func lost(_ index: Int, reason: String) {
         slots[index].fd = -1
         guard let line = lines.lines[index] else { return }
-        failed(GPIOFailure(input: index,
+        failed(InputLostError(input: index,
                            message: "GPIO: lost \(names[index]) on \(line.chip.label) line \(line.offset) (\(line.chip.name)): "
                                + "\(reason). The GPIO chip was removed or failed; check its wiring and the kernel log "
                                + "(dmesg), then restart the agent"))

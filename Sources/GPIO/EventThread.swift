@@ -19,13 +19,13 @@ final class EventThread: Sendable {
     /// Running out of descriptors, memory or threads here leaves no input watched: reported through `failed` with
     /// input nil (as a poll failure later would be), and nil is returned.
     static func start(lines: LineSet, names: [String], deliver: @escaping @Sendable ([LineChange]) -> Void,
-                      failed: @escaping @Sendable (GPIOFailure) -> Void) -> EventThread? {
-        func cannot(_ what: String, _ number: Int32) -> EventThread? {
-            failed(GPIOFailure(input: nil, message: "GPIO: cannot \(what): \(Errno(number).text); no input is watched, "
+                      failed: @escaping @Sendable (InputLostError) -> Void) -> EventThread? {
+        func cannot(_ what: String, _ number: Errno) -> EventThread? {
+            failed(InputLostError(input: nil, message: "GPIO: cannot \(what): \(number.text); no input is watched, "
                                    + "restart the agent"))
             return nil
         }
-        guard let wakeup = Wakeup() else { return cannot("create the event thread's wakeup pipe", Glibc.errno) }
+        guard let wakeup = Wakeup() else { return cannot("create the event thread's wakeup pipe", .current) }
         let buffer: EdgeBuffer
         do {
             buffer = try EdgeBuffer.make()
@@ -46,7 +46,7 @@ final class EventThread: Sendable {
         }, context)
         guard status == 0 else {
             Unmanaged<EventLoop>.fromOpaque(context).release()
-            return cannot("start the event thread", status)
+            return cannot("start the event thread", Errno(status))
         }
         return EventThread(thread: thread, wakeup: wakeup)
     }
@@ -67,9 +67,9 @@ final class EventThread: Sendable {
 private final class EventLoop {
     private let watch: EdgeWatch
     private let wakeup: Wakeup
-    private let failed: @Sendable (GPIOFailure) -> Void
+    private let failed: @Sendable (InputLostError) -> Void
 
-    init(watch: EdgeWatch, wakeup: Wakeup, failed: @escaping @Sendable (GPIOFailure) -> Void) {
+    init(watch: EdgeWatch, wakeup: Wakeup, failed: @escaping @Sendable (InputLostError) -> Void) {
         self.watch = watch
         self.wakeup = wakeup
         self.failed = failed
@@ -80,13 +80,16 @@ private final class EventLoop {
         while true {
             // Slot 0 is the wakeup; then the watch's slots.
             var slots = [pollfd(fd: wakeup.readFD, events: Int16(POLLIN), revents: 0)] + watch.slots
-            let timeout = watch.due().map { Int32(clamping: max(0, $0 - monotonicMilliseconds())) } ?? -1
-            let ready = slots.withUnsafeMutableBufferPointer { poll($0.baseAddress, nfds_t($0.count), timeout) }
+            // The timeout is computed again for a poll made again after a signal.
+            let ready = retryingOnInterrupt {
+                let timeout = watch.due().map { Int32(clamping: max(0, $0 - monotonicMilliseconds())) } ?? -1
+                return slots.withUnsafeMutableBufferPointer { poll($0.baseAddress, nfds_t($0.count), timeout) }
+            }
             if ready < 0 {
-                let number = Glibc.errno
-                if number == EINTR || number == EAGAIN { continue }
+                let number = Errno.current
+                if number == .wouldBlock { continue }
                 // Not a line's fault (EFAULT, EINVAL, ENOMEM): nothing can be watched any more.
-                failed(GPIOFailure(input: nil, message: "GPIO: poll() on the line event fds failed: \(Errno(number).text); "
+                failed(InputLostError(input: nil, message: "GPIO: poll() on the line event fds failed: \(number.text); "
                                        + "no input is watched any more, restart the agent"))
                 return
             }

@@ -26,7 +26,7 @@ public final class GPIOBoard: Sendable {
         var hosted: EdgeWatch?
     }
 
-    private init(lines: sending LineSet, initialLevels: [Bool], names: [String], busyAtStart: [GPIOFailure] = []) {
+    private init(lines: sending LineSet, initialLevels: [Bool], names: [String], busyAtStart: [InputLostError] = []) {
         self.initialLevels = initialLevels
         self.names = names
         self.busyAtStart = busyAtStart
@@ -34,7 +34,7 @@ public final class GPIOBoard: Sendable {
     }
 
     /// Inputs whose lines were busy at start (`waitForBusyLines`), with what holds them: lost until their line is free.
-    public let busyAtStart: [GPIOFailure]
+    public let busyAtStart: [InputLostError]
 
     /// Resolves and requests every input as input with both-edge events, bias and active-low from config.
     /// Lines are requested one by one, so an error names the one input that failed; the lines requested
@@ -54,7 +54,7 @@ public final class GPIOBoard: Sendable {
         let lines = LineSet()
         var levels: [Bool] = []
         var claimed: [String: InputConfig] = [:]
-        var busy: [GPIOFailure] = []
+        var busy: [InputLostError] = []
         var busyProblem: GPIOError?
         for input in inputs {
             let target = try resolver.resolve(input)
@@ -66,7 +66,7 @@ public final class GPIOBoard: Sendable {
                                     + "each sensor needs its own line, check the wiring plan")
             }
             claimed[key] = input
-            let request = { () throws(RequestFailure) -> LineHandle in
+            let request = { () throws(LineRequestError) -> LineHandle in
                 try target.chip.requestBothEdges(offset: target.offset, consumer: consumer, activeLow: input.activeLow,
                                                  bias: input.bias)
             }
@@ -78,7 +78,7 @@ public final class GPIOBoard: Sendable {
                 guard waitForBusyLines, problem.code == .lineBusy, !(error.holder?.hasPrefix("parkwise-") ?? false) else {
                     throw problem
                 }
-                busy.append(GPIOFailure(input: lines.lines.count, message: problem.message
+                busy.append(InputLostError(input: lines.lines.count, message: problem.message
                                             + "; the agent runs without it and asks for the line again every "
                                             + "\(EdgeWatch.busyRetryMilliseconds / 1000) s"))
                 busyProblem = busyProblem ?? problem
@@ -102,11 +102,11 @@ public final class GPIOBoard: Sendable {
         return GPIOBoard(lines: lines, initialLevels: levels, names: names, busyAtStart: busy)
     }
 
-    private static func requestError(_ failure: RequestFailure, _ target: ResolvedLine, _ input: InputConfig) -> GPIOError {
+    private static func requestError(_ failure: LineRequestError, _ target: ResolvedLine, _ input: InputConfig) -> GPIOError {
         let what = "\(input.ref) (\(target.place)) for \(input.owner), config line \(input.mark.line)"
         let number = failure.errno
         switch number {
-        case EBUSY:
+        case .busy:
             let holder: String
             if let name = failure.holder, name == "parkwise-agent" {
                 holder = "'\(name)': the agent is running (the service, or a `run` by hand); stop it first "
@@ -122,12 +122,12 @@ public final class GPIOBoard: Sendable {
             }
             return GPIOError(code: .lineBusy, message: "\(what) is already in use by \(holder); "
                                 + "`parkwise-agent lines` shows which lines are free", errno: number)
-        case _ where Errno(number).isPermission:
+        case _ where number.isPermission:
             return GPIOError(code: .permissionDenied,
                              message: "the kernel refused \(what): permission denied. The user the agent runs as must be "
                                 + "in group 'gpio' (or a udev rule must give its group access to \(target.chip.path))",
                              errno: number)
-        case EINVAL where input.bias != .asIs:
+        case Errno(EINVAL) where input.bias != .asIs:
             return GPIOError(code: .requestFailed,
                              message: "the kernel refused \(what) with bias '\(input.bias.rawValue)'. Bias needs Linux 5.5 "
                                 + "or later and a GPIO driver that supports it; update the kernel, or set `bias: as-is` "
@@ -148,7 +148,7 @@ public final class GPIOBoard: Sendable {
     /// `input` is its index, the other inputs carry on) or nothing can (`input` nil: the thread has ended). The
     /// default logs it as an error; the agent should make the input's spot or lane a fault.
     public func start(deliver: @escaping @Sendable ([LineChange]) -> Void,
-                      failed: @escaping @Sendable (GPIOFailure) -> Void = GPIOBoard.logFailure) {
+                      failed: @escaping @Sendable (InputLostError) -> Void = GPIOBoard.logFailure) {
         let names = self.names
         state.withLock { state in
             guard state.thread == nil, state.hosted == nil else { return }
@@ -160,12 +160,12 @@ public final class GPIOBoard: Sendable {
     /// runs `serviceHosted` after each poll, on its one thread (the agent's event loop, so that an edge reaches the
     /// garage with no hop between threads). `deliver` and `failed` are called there, during `serviceHosted`.
     public func startHosted(deliver: @escaping @Sendable ([LineChange]) -> Void,
-                            failed: @escaping @Sendable (GPIOFailure) -> Void) {
+                            failed: @escaping @Sendable (InputLostError) -> Void) {
         let names = self.names
         state.withLock { state in
             guard state.thread == nil, state.hosted == nil else { return }
             guard let buffer = try? EdgeBuffer.make() else {
-                failed(GPIOFailure(input: nil, message: "GPIO: cannot allocate the edge buffer: \(Errno.current.text); "
+                failed(InputLostError(input: nil, message: "GPIO: cannot allocate the edge buffer: \(Errno.current.text); "
                                        + "no input is watched, restart the agent"))
                 return
             }
@@ -185,7 +185,7 @@ public final class GPIOBoard: Sendable {
     }
 
     /// The default report of a lost input: an error line on stderr (journald).
-    public static let logFailure: @Sendable (GPIOFailure) -> Void = { failure in
+    public static let logFailure: @Sendable (InputLostError) -> Void = { failure in
         Log.error("GPIO input lost", ["input": failure.input.map(String.init) ?? "all", "reason": failure.message])
     }
 
@@ -215,7 +215,7 @@ public final class GPIOBoard: Sendable {
 final class LineSet {
     var lines: [LineHandle?] = []
     /// Per input whose line was busy at start: the request to try again.
-    var waiting: [Int: () throws(RequestFailure) -> LineHandle] = [:]
+    var waiting: [Int: () throws(LineRequestError) -> LineHandle] = [:]
 
     deinit {
         waiting.removeAll()

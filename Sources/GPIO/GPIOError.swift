@@ -19,40 +19,24 @@ public struct GPIOError: Error, Sendable, CustomStringConvertible {
     /// What happened and what to do about it.
     public var message: String
     /// The underlying errno when there is one.
-    public var errno: Int32?
+    public var errno: Errno?
 
-    public init(code: Code, message: String, errno: Int32? = nil) {
+    public init(code: Code, message: String, errno: Errno? = nil) {
         self.code = code
         self.message = message
         self.errno = errno
     }
 
     public var description: String {
-        guard let number = self.errno else { return message }
-        return "\(message) (errno \(number): \(Errno(number).text))"
+        guard let errno else { return message }
+        return "\(message) (errno \(errno.rawValue): \(errno.text))"
     }
 }
-
-/// An input (or all of them) that can no longer be watched after start-up: its chip was removed or failed.
-public struct GPIOFailure: Error, Sendable, CustomStringConvertible {
-    /// The index of the input (same order as the config's inputs), or nil when no input is watched any more.
-    public var input: Int?
-    /// What happened and what to do about it.
-    public var message: String
-
-    public init(input: Int?, message: String) {
-        self.input = input
-        self.message = message
-    }
-
-    public var description: String { message }
-}
-
 
 extension GPIOError {
     /// A /dev/gpiochipN that could not be opened: the permission case gets the group/udev advice.
-    static func cannotOpen(_ path: String, errno number: Int32) -> GPIOError {
-        if Errno(number).isPermission {
+    static func cannotOpen(_ path: String, errno number: Errno) -> GPIOError {
+        if number.isPermission {
             let name = currentUserName()
             let user = name.map { "'\($0)'" } ?? "the agent runs as"
             let fix = "sudo usermod -aG gpio \(name ?? "<user>")"

@@ -1,3 +1,4 @@
+import SystemIO
 import Glibc
 
 /// One GPIO line of the machine, as `gpioinfo` shows it.
@@ -36,7 +37,7 @@ public enum GPIOInventory {
                 chip = try ChipHandle.open(path: path)
             } catch {
                 // Gone since the listing, or not a GPIO chip after all: nothing to show.
-                if error.errno == ENOENT || error.errno == ENODEV || error.errno == ENXIO || error.errno == ENOTTY { continue }
+                if [.noEntry, .noDevice, .noSuchDeviceOrAddress, Errno(ENOTTY)].contains(error.errno) { continue }
                 throw .cannotOpen(path, errno: error.errno)
             }
             for offset in 0..<chip.lineCount {

@@ -1,4 +1,5 @@
 #if !LIBGPIOD2
+import SystemIO
 import CGPIOD
 import Glibc
 import ParkWiseCore
@@ -44,8 +45,8 @@ final class ChipHandle {
     let lineCount: Int
     private let chip: OpaquePointer
 
-    static func open(path: String) throws(CError) -> ChipHandle {
-        guard let chip = gpiod_chip_open(path) else { throw CError(errno: Glibc.errno) }
+    static func open(path: String) throws(GpiodError) -> ChipHandle {
+        guard let chip = gpiod_chip_open(path) else { throw GpiodError(errno: .current) }
         return ChipHandle(chip: chip, path: path)
     }
 
@@ -89,8 +90,8 @@ final class ChipHandle {
     }
 
     /// Requests the line as input with events on both edges; `activeLow` and `bias` go to the kernel.
-    func requestBothEdges(offset: Int, consumer: String, activeLow: Bool, bias: Bias) throws(RequestFailure) -> LineHandle {
-        guard let line = line(at: offset) else { throw RequestFailure(errno: Glibc.errno, holder: nil) }
+    func requestBothEdges(offset: Int, consumer: String, activeLow: Bool, bias: Bias) throws(LineRequestError) -> LineHandle {
+        guard let line = line(at: offset) else { throw LineRequestError(errno: .current, holder: nil) }
         let holderBefore = Self.consumer(of: line)
         var flags: Int32 = 0
         if activeLow { flags |= Int32(GPIOD_LINE_REQUEST_FLAG_ACTIVE_LOW) }
@@ -101,10 +102,10 @@ final class ChipHandle {
         case .asIs: break
         }
         guard gpiod_line_request_both_edges_events_flags(line, consumer, flags) == 0 else {
-            let number = Glibc.errno
+            let number = Errno.current
             var holder = holderBefore
-            if number == EBUSY, gpiod_line_update(line) == 0, let now = Self.consumer(of: line) { holder = now }
-            throw RequestFailure(errno: number, holder: holder)
+            if number == .busy, gpiod_line_update(line) == 0, let now = Self.consumer(of: line) { holder = now }
+            throw LineRequestError(errno: number, holder: holder)
         }
         return LineHandle(chip: self, line: line, offset: offset)
     }
@@ -143,9 +144,9 @@ final class LineHandle {
     }
 
     /// The logical level now (active-low applied by the kernel).
-    func level() throws(CError) -> Bool {
+    func level() throws(GpiodError) -> Bool {
         let value = gpiod_line_get_value(line)
-        guard value >= 0 else { throw CError(errno: Glibc.errno) }
+        guard value >= 0 else { throw GpiodError(errno: .current) }
         return value == 1
     }
 
@@ -154,9 +155,9 @@ final class LineHandle {
 
     /// Reads the queued edges, at most `EdgeBuffer.capacity`, oldest first, and appends them to `edges`.
     /// Blocks if none is queued, so call it only after poll() reported the event fd readable.
-    func readEdges(using buffer: EdgeBuffer, into edges: inout [RawEdge]) throws(CError) {
+    func readEdges(using buffer: EdgeBuffer, into edges: inout [RawEdge]) throws(GpiodError) {
         let count = gpiod_line_event_read_multiple(line, buffer.events, UInt32(EdgeBuffer.capacity))
-        guard count >= 0 else { throw CError(errno: Glibc.errno) }
+        guard count >= 0 else { throw GpiodError(errno: .current) }
         for index in 0..<Int(count) {
             let event = buffer.events[index]
             let nanoseconds = Int64(event.ts.tv_sec) * 1_000_000_000 + Int64(event.ts.tv_nsec)
@@ -173,7 +174,7 @@ final class EdgeBuffer {
     fileprivate let events: UnsafeMutablePointer<gpiod_line_event>
 
     /// Cannot fail here (plain memory); throws for the same signature as the 2.x buffer, a libgpiod object.
-    static func make() throws(CError) -> EdgeBuffer {
+    static func make() throws(GpiodError) -> EdgeBuffer {
         EdgeBuffer()
     }
 

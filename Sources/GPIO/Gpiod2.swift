@@ -1,4 +1,5 @@
 #if LIBGPIOD2
+import SystemIO
 import CGPIOD
 import Glibc
 import ParkWiseCore
@@ -40,9 +41,9 @@ private final class CObject {
     private let free: (OpaquePointer) -> Void
 
     /// `create`'s result, or the errno it left when it returned NULL.
-    static func make(_ create: () -> OpaquePointer?, free: @escaping (OpaquePointer) -> Void) throws(CError) -> CObject {
+    static func make(_ create: () -> OpaquePointer?, free: @escaping (OpaquePointer) -> Void) throws(GpiodError) -> CObject {
         Glibc.errno = 0
-        guard let pointer = create() else { throw CError(errno: Glibc.errno == 0 ? ENOMEM : Glibc.errno) }
+        guard let pointer = create() else { throw GpiodError(errno: Glibc.errno == 0 ? Errno(ENOMEM) : .current) }
         return CObject(pointer: pointer, free: free)
     }
 
@@ -61,9 +62,9 @@ private final class CObject {
     }
 }
 
-/// A C call's -1 result as a CError.
-private func check(_ status: Int32) throws(CError) {
-    guard status >= 0 else { throw CError(errno: Glibc.errno == 0 ? EINVAL : Glibc.errno) }
+/// A C call's -1 result as a GpiodError.
+private func check(_ status: Int32) throws(GpiodError) {
+    guard status >= 0 else { throw GpiodError(errno: Glibc.errno == 0 ? Errno(EINVAL) : .current) }
 }
 
 /// An open GPIO chip. Closes it on deinit; lines requested from it keep it open (they hold a reference).
@@ -79,9 +80,9 @@ final class ChipHandle {
     let lineCount: Int
     private let chip: OpaquePointer
 
-    static func open(path: String) throws(CError) -> ChipHandle {
+    static func open(path: String) throws(GpiodError) -> ChipHandle {
         Glibc.errno = 0
-        guard let chip = gpiod_chip_open(path) else { throw CError(errno: Glibc.errno == 0 ? ENODEV : Glibc.errno) }
+        guard let chip = gpiod_chip_open(path) else { throw GpiodError(errno: Glibc.errno == 0 ? Errno(ENODEV) : .current) }
         // Owned from here on: a failure below closes it again (deinit of the half-made handle is not run, so close here).
         let info: CObject
         do {
@@ -137,12 +138,12 @@ final class ChipHandle {
     }
 
     /// Requests the line as input with events on both edges; `activeLow` and `bias` go to the kernel.
-    func requestBothEdges(offset: Int, consumer: String, activeLow: Bool, bias: Bias) throws(RequestFailure) -> LineHandle {
-        guard offset >= 0, offset < lineCount else { throw RequestFailure(errno: EINVAL, holder: nil) }
+    func requestBothEdges(offset: Int, consumer: String, activeLow: Bool, bias: Bias) throws(LineRequestError) -> LineHandle {
+        guard offset >= 0, offset < lineCount else { throw LineRequestError(errno: Errno(EINVAL), holder: nil) }
         let holderBefore = lineInfo(at: offset)?.use(Self.consumer(of:))
         do {
             let settings = try CObject.make({ gpiod_line_settings_new() }, free: { gpiod_line_settings_free($0) })
-            try settings.use { settings throws(CError) in
+            try settings.use { settings throws(GpiodError) in
                 try check(gpiod_line_settings_set_direction(settings, GPIOD_LINE_DIRECTION_INPUT))
                 try check(gpiod_line_settings_set_edge_detection(settings, GPIOD_LINE_EDGE_BOTH))
                 try check(gpiod_line_settings_set_event_clock(settings, GPIOD_LINE_CLOCK_MONOTONIC))
@@ -157,19 +158,19 @@ final class ChipHandle {
                 gpiod_line_settings_set_active_low(settings, activeLow)
             }
             let lineConfig = try CObject.make({ gpiod_line_config_new() }, free: { gpiod_line_config_free($0) })
-            try lineConfig.use { config throws(CError) in
-                try settings.use { settings throws(CError) in
+            try lineConfig.use { config throws(GpiodError) in
+                try settings.use { settings throws(GpiodError) in
                     var cOffset = UInt32(offset)
                     try check(gpiod_line_config_add_line_settings(config, &cOffset, 1, settings))
                 }
             }
             let requestConfig = try CObject.make({ gpiod_request_config_new() }, free: { gpiod_request_config_free($0) })
             requestConfig.use { gpiod_request_config_set_consumer($0, consumer) }
-            let request = try requestConfig.use { requestConfig throws(CError) in
-                try lineConfig.use { lineConfig throws(CError) in
+            let request = try requestConfig.use { requestConfig throws(GpiodError) in
+                try lineConfig.use { lineConfig throws(GpiodError) in
                     Glibc.errno = 0
                     guard let request = gpiod_chip_request_lines(chip, requestConfig, lineConfig) else {
-                        throw CError(errno: Glibc.errno == 0 ? EIO : Glibc.errno)
+                        throw GpiodError(errno: Glibc.errno == 0 ? Errno(EIO) : .current)
                     }
                     return request
                 }
@@ -177,8 +178,8 @@ final class ChipHandle {
             return LineHandle(chip: self, request: request, offset: offset)
         } catch {
             var holder = holderBefore
-            if error.errno == EBUSY, let now = lineInfo(at: offset)?.use(Self.consumer(of:)) { holder = now }
-            throw RequestFailure(errno: error.errno, holder: holder)
+            if error.errno == .busy, let now = lineInfo(at: offset)?.use(Self.consumer(of:)) { holder = now }
+            throw LineRequestError(errno: error.errno, holder: holder)
         }
     }
 
@@ -219,9 +220,9 @@ final class LineHandle {
     }
 
     /// The logical level now (active-low applied by the kernel).
-    func level() throws(CError) -> Bool {
+    func level() throws(GpiodError) -> Bool {
         let value = gpiod_line_request_get_value(request, UInt32(offset))
-        guard value != GPIOD_LINE_VALUE_ERROR else { throw CError(errno: Glibc.errno == 0 ? EIO : Glibc.errno) }
+        guard value != GPIOD_LINE_VALUE_ERROR else { throw GpiodError(errno: Glibc.errno == 0 ? Errno(EIO) : .current) }
         return value == GPIOD_LINE_VALUE_ACTIVE
     }
 
@@ -230,9 +231,9 @@ final class LineHandle {
 
     /// Reads the queued edges, at most `EdgeBuffer.capacity`, oldest first, and appends them to `edges`.
     /// Blocks if none is queued, so call it only after poll() reported the event fd readable.
-    func readEdges(using buffer: EdgeBuffer, into edges: inout [RawEdge]) throws(CError) {
+    func readEdges(using buffer: EdgeBuffer, into edges: inout [RawEdge]) throws(GpiodError) {
         let count = gpiod_line_request_read_edge_events(request, buffer.buffer, EdgeBuffer.capacity)
-        guard count >= 0 else { throw CError(errno: Glibc.errno) }
+        guard count >= 0 else { throw GpiodError(errno: .current) }
         for index in 0..<Int(count) {
             guard let event = gpiod_edge_event_buffer_get_event(buffer.buffer, UInt(index)) else { continue }
             // One line per request, so the event's line offset is always `offset`.
@@ -248,10 +249,10 @@ final class EdgeBuffer {
     static let capacity = 16
     fileprivate let buffer: OpaquePointer
 
-    static func make() throws(CError) -> EdgeBuffer {
+    static func make() throws(GpiodError) -> EdgeBuffer {
         Glibc.errno = 0
         guard let buffer = gpiod_edge_event_buffer_new(capacity) else {
-            throw CError(errno: Glibc.errno == 0 ? ENOMEM : Glibc.errno)
+            throw GpiodError(errno: Glibc.errno == 0 ? Errno(ENOMEM) : .current)
         }
         return EdgeBuffer(buffer: buffer)
     }

@@ -1,3 +1,4 @@
+import SystemIO
 import Glibc
 
 /// The stop signal of the event thread: a descriptor the thread polls next to the line event fds.
@@ -29,7 +30,7 @@ final class Wakeup: Sendable {
 
     func signal() {
         var byte: UInt8 = 1
-        while write(writeFD, &byte, 1) < 0, Glibc.errno == EINTR {}
+        _ = retryingOnInterrupt { write(writeFD, &byte, 1) }
         // EAGAIN means the pipe is full of earlier signals: readable already.
     }
 }

@@ -1,5 +1,6 @@
 import CMosquitto
 import Glibc
+import SystemIO
 
 /// Wakes a thread out of its poll(): the link's (a publish from another thread that left bytes to write, or a stop),
 /// or the event loop's (an input posted into its inbox).
@@ -17,7 +18,7 @@ public final class LinkWakeup: Sendable {
 
     public func signal() {
         var one: UInt64 = 1
-        while write(fd, &one, 8) < 0, errno == EINTR {}
+        _ = retryingOnInterrupt { write(fd, &one, 8) }
     }
 
     /// Resets it after poll() reported it readable.

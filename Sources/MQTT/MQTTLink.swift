@@ -191,12 +191,18 @@ public final class MQTTLink: Sendable {
             guard socket >= 0 else { return lost("connection closed") }
             // Sleep until the broker sends, the socket takes what is queued, a publisher or a stop wakes the
             // thread, or the keepalive (connected) or the connect timeout (not yet) is due: no other wake-ups.
-            var timeout = io.due.map { Int32(clamping: max(0, $0 - now)) } ?? -1
-            if wakeup == nil { timeout = timeout < 0 ? 100 : min(timeout, 100) }
+            // A poll made again after a signal waits only for what is left of the timeout.
             var slots = [pollfd(fd: socket, events: io.events, revents: 0), pollfd(fd: wakeup?.fd ?? -1, events: Int16(POLLIN), revents: 0)]
-            let ready = poll(&slots, 2, timeout)
+            var interrupted = false
+            let ready = retryingOnInterrupt {
+                if interrupted { now = coarseMonotonicMilliseconds() }
+                interrupted = true
+                var timeout = io.due.map { Int32(clamping: max(0, $0 - now)) } ?? -1
+                if wakeup == nil { timeout = timeout < 0 ? 100 : min(timeout, 100) }
+                return poll(&slots, 2, timeout)
+            }
+            if ready < 0 { return lost("poll failed: \(Errno.current.text)") }
             now = ready == 0 ? monotonicMilliseconds() : coarseMonotonicMilliseconds()
-            if ready < 0 && errno != EINTR { return lost("poll failed: \(Errno.current.text)") }
             if slots[1].revents != 0 { wakeup?.drain() }
             switch io.round(revents: slots[0].revents, now: now, deliver: emit) {
             case .carryOn:

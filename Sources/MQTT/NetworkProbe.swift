@@ -75,9 +75,7 @@ enum NetworkProbe {
             var code: Int32 = rc == 0 ? 0 : errno
             if code == EINPROGRESS {
                 var pfd = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-                repeat {
-                    rc = poll(&pfd, 1, Int32(max(0, timeout - (monotonicSeconds() - start)) * 1000))
-                } while rc < 0 && errno == EINTR
+                rc = retryingOnInterrupt { poll(&pfd, 1, Int32(max(0, timeout - (monotonicSeconds() - start)) * 1000)) }
                 if rc == 0 {
                     code = ETIMEDOUT
                 } else if rc < 0 {

@@ -1,6 +1,7 @@
 import ServiceSetup
 import Glibc
 import ParkWiseLog
+import SystemIO
 
 /// The broker's own certificate, to show its expiry date: a TLS 1.2 ClientHello is sent and the Certificate
 /// message the server answers with (in clear in TLS 1.2) is read; then the connection is dropped. No handshake
@@ -32,9 +33,9 @@ enum PeerCertificate {
         var sent = 0
         while sent < hello.count {
             var pfd = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-            guard poll(&pfd, 1, remainingMs(deadline)) > 0 else { return .unknown }
-            let n = hello.withUnsafeBytes { send(fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) }
-            if n < 0 && (errno == EAGAIN || errno == EINTR) { continue }
+            guard retryingOnInterrupt({ poll(&pfd, 1, remainingMs(deadline)) }) > 0 else { return .unknown }
+            let n = retryingOnInterrupt { hello.withUnsafeBytes { send(fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) } }
+            if n < 0 && Errno.current == .wouldBlock { continue }
             guard n > 0 else { return .unknown }
             sent += n
         }
@@ -57,9 +58,9 @@ enum PeerCertificate {
             }
             if let certificate = firstCertificate(handshake) { return CertificateInfo.der(certificate).map { .certificate($0) } ?? .unknown }
             var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            guard poll(&pfd, 1, remainingMs(deadline)) > 0 else { return .unknown }
-            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            if n < 0 && (errno == EAGAIN || errno == EINTR) { continue }
+            guard retryingOnInterrupt({ poll(&pfd, 1, remainingMs(deadline)) }) > 0 else { return .unknown }
+            let n = retryingOnInterrupt { buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) } }
+            if n < 0 && Errno.current == .wouldBlock { continue }
             // Closed or reset (the hello's unread rest in its buffer makes the close a reset): a TLS server says why in an
             // alert record first; a plain listener just hangs up.
             guard n > 0 else { return (n == 0 || errno == ECONNRESET) && !anyRecord && received.isEmpty ? .notTLS : .unknown }

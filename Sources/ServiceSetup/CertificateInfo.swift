@@ -27,9 +27,9 @@ public struct CertificateInfo: Sendable, Equatable {
 
     /// A broker that takes the certificate's CN as the username (mosquitto's `use_identity_as_username`, as the
     /// site's broker does) lets the device write only its own tree: the CN must be the config's device id.
-    public func checkCommonName(device: String, path: String) throws(Credentials.Problem) {
+    public func checkCommonName(device: String, path: String) throws(ServiceSetupError) {
         guard let commonName, commonName != device else { return }
-        throw Credentials.Problem(message: "TLS certificate \(path) is issued to CN=\(commonName) but the config's device is "
+        throw ServiceSetupError(message: "TLS certificate \(path) is issued to CN=\(commonName) but the config's device is "
                                   + "'\(device)': the broker would refuse every event this board sends",
                                   hint: "use the certificate provisioned for \(device) (provision.sh SITE \(device)), or set "
                                     + "`device: \(commonName)` if this board is \(commonName)")

@@ -114,21 +114,21 @@ public struct ServiceSandbox: Sendable, Equatable {
 
     /// Why the service could not keep its outbox in `directory` (read-only or hidden in its sandbox, or its private
     /// /tmp), with the fix; nil when it can.
-    public func problem(outbox directory: String) -> Credentials.Problem? {
+    public func problem(outbox directory: String) -> ServiceSetupError? {
         guard let rule = rule(for: directory) else { return nil }
         let unit = "\(Self.unit) has \(rule.setting)"
         switch rule.access {
         case .writable:
             return nil
         case .privateTmp:
-            return Credentials.Problem(
+            return ServiceSetupError(
                 message: "outbox directory \(directory) is in the service's private /tmp (\(unit)): emptied at every stop, "
                     + "so the outbox and the sequence counters would not survive a restart",
                 hint: Self.keepDefault + ": /tmp is no place for what must outlive a restart")
         case .readOnly, .inaccessible:
             let what = rule.access == .readOnly ? "read-only" : "hidden"
             let only = writableAllowances.isEmpty ? "" : ": it keeps files only in " + writableAllowances.joined(separator: ", ")
-            return Credentials.Problem(message: "outbox directory \(directory) is \(what) for the service (\(unit)\(only))",
+            return ServiceSetupError(message: "outbox directory \(directory) is \(what) for the service (\(unit)\(only))",
                                        hint: Self.allowHint(directory))
         }
     }
@@ -152,20 +152,20 @@ public struct ServiceSandbox: Sendable, Equatable {
     /// outside the state directory, it is most likely the unit's sandbox; otherwise the file system is mounted read-only.
     /// A file system read-only in itself (its superblock, as after I/O errors) is said as such whoever runs the agent:
     /// neither a drop-in nor `install -d` helps there.
-    public static func readOnly(directory: String, underService: Bool, mount: ReadOnlyMount? = nil) -> Credentials.Problem {
+    public static func readOnly(directory: String, underService: Bool, mount: ReadOnlyMount? = nil) -> ServiceSetupError {
         if let mount = mount ?? ReadOnlyMount.of(directory), mount.fileSystem {
-            return Credentials.Problem(
+            return ServiceSetupError(
                 message: "outbox directory \(directory) is on a read-only file system (EROFS): \(mount.mountPoint) is mounted "
                     + "read-only",
                 hint: mount.hint(for: directory) + ", then restart the agent")
         }
         if underService && !inStateDirectory(directory) {
-            return Credentials.Problem(
+            return ServiceSetupError(
                 message: "outbox directory \(directory) is read-only (EROFS): most likely the service's sandbox "
                     + "(ProtectSystem=strict in \(unit)) lets the agent write only \(stateDirectory) and its ReadWritePaths=",
                 hint: allowHint(directory))
         }
-        return Credentials.Problem(
+        return ServiceSetupError(
             message: "outbox directory \(directory) is on a read-only file system (EROFS)",
             hint: "the file system is mounted read-only, or was remounted read-only after I/O errors: check findmnt -T "
                 + "\(directory) and dmesg, fix or replace the storage, then restart the agent")

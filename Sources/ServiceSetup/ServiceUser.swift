@@ -28,7 +28,7 @@ public struct ServiceUser: Sendable {
 
     /// Why this user could not read the file at `path` (a directory on the way it may not enter, or the file
     /// itself), with the command that fixes it; nil when it could. A file that does not exist is not its business.
-    public func readProblem(_ path: String, what: String, secret: Bool) -> Credentials.Problem? {
+    public func readProblem(_ path: String, what: String, secret: Bool) -> ServiceSetupError? {
         guard uid != 0 else { return nil }
         let absolute = path.hasPrefix("/") ? path : ServiceUser.workingDirectory() + "/" + path
         var directory = ""
@@ -37,7 +37,7 @@ public struct ServiceUser: Sendable {
             var st = stat()
             guard stat(directory, &st) == 0 else { return nil }
             if !permits(st, S_IXUSR) {
-                return Credentials.Problem(
+                return ServiceSetupError(
                     message: "\(what) \(path): user \(name) may not enter the directory \(directory) "
                         + "(\(ServiceUser.describe(st)))",
                     hint: "chgrp \(name) \(directory) && chmod g+x \(directory), or move the file")
@@ -46,7 +46,7 @@ public struct ServiceUser: Sendable {
         var st = stat()
         guard stat(absolute, &st) == 0 else { return nil }
         guard !permits(st, S_IRUSR) else { return nil }
-        return Credentials.Problem(
+        return ServiceSetupError(
             message: "\(what) \(path) is not readable by the service's user \(name) (\(ServiceUser.describe(st)))",
             hint: secret ? "chown \(name): \(path) && chmod 0600 \(path)"
                 : "chgrp \(name) \(path) && chmod 0640 \(path) (or chmod 0644: it is no secret)")

@@ -13,12 +13,6 @@ public enum TraceFile {
     /// The longest trace: a year of line changes. Later offsets are a typo (and would overflow the clock).
     public static let longestMilliseconds: Int64 = DurationText.longest.milliseconds
 
-    public struct Problem: Error, Sendable, CustomStringConvertible {
-        public var line: Int
-        public var message: String
-        public var description: String { "line \(line): \(message)" }
-    }
-
     struct Record: Decodable {
         var t_ms: Int64?
         var input: String?
@@ -26,12 +20,12 @@ public enum TraceFile {
         var parkwise_trace: Int?
     }
 
-    public static func parse(_ bytes: [UInt8], inputs: [InputConfig]) throws(Problem) -> [TimedChange] {
+    public static func parse(_ bytes: [UInt8], inputs: [InputConfig]) throws(TraceFileError) -> [TimedChange] {
         try parse(bytes, refs: inputs.map(\.ref))
     }
 
     /// The changes of a trace whose inputs are `refs` (a change's `input` is its index there).
-    public static func parse(_ bytes: [UInt8], refs: [InputRef]) throws(Problem) -> [TimedChange] {
+    public static func parse(_ bytes: [UInt8], refs: [InputRef]) throws(TraceFileError) -> [TimedChange] {
         var index: [String: Int] = [:]
         for (i, ref) in refs.enumerated() { index[ref.canonical] = i }
         var changes: [TimedChange] = []
@@ -41,22 +35,22 @@ public enum TraceFile {
             let lineNumber = n + 1
             if line.allSatisfy({ $0 == 32 || $0 == 9 || $0 == 13 }) { continue }
             guard let record = try? decoder.decode(Record.self, from: Data(line)) else {
-                throw Problem(line: lineNumber, message: "not a JSON object like {\"t_ms\": 1200, \"input\": \"GPIO17\", \"value\": 1}")
+                throw TraceFileError(line: lineNumber, message: "not a JSON object like {\"t_ms\": 1200, \"input\": \"GPIO17\", \"value\": 1}")
             }
             if let v = record.parkwise_trace {
-                guard v == version else { throw Problem(line: lineNumber, message: "trace format \(v) is not supported (this agent reads \(version))") }
+                guard v == version else { throw TraceFileError(line: lineNumber, message: "trace format \(v) is not supported (this agent reads \(version))") }
                 continue
             }
             guard let t = record.t_ms, let name = record.input, let value = record.value else {
-                throw Problem(line: lineNumber, message: "needs t_ms, input and value")
+                throw TraceFileError(line: lineNumber, message: "needs t_ms, input and value")
             }
             guard t <= longestMilliseconds else {
-                throw Problem(line: lineNumber, message: "t_ms \(t) is more than a year (\(longestMilliseconds) ms) after the start")
+                throw TraceFileError(line: lineNumber, message: "t_ms \(t) is more than a year (\(longestMilliseconds) ms) after the start")
             }
-            guard t >= last else { throw Problem(line: lineNumber, message: "t_ms \(t) goes back in time (previous \(last))") }
-            guard value == 0 || value == 1 else { throw Problem(line: lineNumber, message: "value must be 0 or 1") }
+            guard t >= last else { throw TraceFileError(line: lineNumber, message: "t_ms \(t) goes back in time (previous \(last))") }
+            guard value == 0 || value == 1 else { throw TraceFileError(line: lineNumber, message: "value must be 0 or 1") }
             guard let ref = InputRef.parse(name), let i = index[ref.canonical] else {
-                throw Problem(line: lineNumber, message: "input '\(name)' is not in the config")
+                throw TraceFileError(line: lineNumber, message: "input '\(name)' is not in the config")
             }
             last = t
             changes.append(TimedChange(offset: .milliseconds(t), input: i, active: value == 1))
@@ -81,4 +75,10 @@ public enum TraceFile {
     public static func line(_ change: TimedChange, inputs: [InputConfig]) -> String {
         "{\"t_ms\": \(change.offset.milliseconds), \"input\": \"\(inputs[change.input].ref)\", \"value\": \(change.active ? 1 : 0)}"
     }
+}
+
+public struct TraceFileError: Error, Sendable, CustomStringConvertible {
+    public var line: Int
+    public var message: String
+    public var description: String { "line \(line): \(message)" }
 }

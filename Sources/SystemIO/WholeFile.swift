@@ -4,26 +4,9 @@ import Glibc
 
 /// A whole file read with plain system calls (no Foundation, no URL): the bytes, or the errno of the call that failed.
 public enum WholeFile {
-    public struct Failure: Error, Sendable {
-        /// The errno of the call that failed (ELOOP for a symbolic link refused by `read(_:limit:)`; 0 when no call
-        /// failed: a file of the wrong type or size).
-        public let errno: Int32
-        /// `read(_:limit:)` found something other than a regular file: what it is ("a FIFO", "a symbolic link to
-        /// /dev/zero").
-        public var notRegular: String? = nil
-        /// `read(_:limit:)` found a regular file larger than its limit: its size (at least the limit + 1).
-        public var tooLarge: Int? = nil
-
-        public init(errno: Int32, notRegular: String? = nil, tooLarge: Int? = nil) {
-            self.errno = errno
-            self.notRegular = notRegular
-            self.tooLarge = tooLarge
-        }
-    }
-
-    public static func read(_ path: String) -> Result<[UInt8], Failure> {
+    public static func read(_ path: String) -> Result<[UInt8], FileReadError> {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return .failure(Failure(errno: errno)) }
+        guard fd >= 0 else { return .failure(FileReadError(errno: .current)) }
         defer { close(fd) }
         return readAll(fd, limit: .max)
     }
@@ -32,18 +15,18 @@ public enum WholeFile {
     /// a FIFO, a device or a socket, none of which the agent ever makes; the open neither follows a link nor waits for a
     /// FIFO's writer) of at most `limit` bytes (checked before reading, and while reading for a file that grows or a
     /// size the kernel does not know, as /proc's).
-    public static func read(_ path: String, limit: Int) -> Result<[UInt8], Failure> {
+    public static func read(_ path: String, limit: Int) -> Result<[UInt8], FileReadError> {
         let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         guard fd >= 0 else {
-            let code = errno
-            if code == ELOOP, let what = kind(path) { return .failure(Failure(errno: code, notRegular: what)) }
-            return .failure(Failure(errno: code))
+            let errno = Errno.current
+            if errno == .tooManySymbolicLinks, let what = kind(path) { return .failure(FileReadError(errno: errno, notRegular: what)) }
+            return .failure(FileReadError(errno: errno))
         }
         defer { close(fd) }
         var st = stat()
-        guard fstat(fd, &st) == 0 else { return .failure(Failure(errno: errno)) }
-        guard st.st_mode & S_IFMT == S_IFREG else { return .failure(Failure(errno: 0, notRegular: describe(mode: st.st_mode))) }
-        guard Int(st.st_size) <= limit else { return .failure(Failure(errno: 0, tooLarge: Int(st.st_size))) }
+        guard fstat(fd, &st) == 0 else { return .failure(FileReadError(errno: .current)) }
+        guard st.st_mode & S_IFMT == S_IFREG else { return .failure(FileReadError(notRegular: describe(mode: st.st_mode))) }
+        guard Int(st.st_size) <= limit else { return .failure(FileReadError(tooLarge: Int(st.st_size))) }
         return readAll(fd, limit: limit)
     }
 
@@ -71,14 +54,13 @@ public enum WholeFile {
         }
     }
 
-    private static func readAll(_ fd: Int32, limit: Int) -> Result<[UInt8], Failure> {
+    private static func readAll(_ fd: Int32, limit: Int) -> Result<[UInt8], FileReadError> {
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 65536)
         while true {
-            let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { return n == 0 ? .success(bytes) : .failure(Failure(errno: errno)) }
-            guard bytes.count + n <= limit else { return .failure(Failure(errno: 0, tooLarge: bytes.count + n)) }
+            let n = retryingOnInterrupt { chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) } }
+            guard n > 0 else { return n == 0 ? .success(bytes) : .failure(FileReadError(errno: .current)) }
+            guard bytes.count + n <= limit else { return .failure(FileReadError(tooLarge: bytes.count + n)) }
             bytes.append(contentsOf: chunk[..<n])
         }
     }

@@ -2,7 +2,6 @@ import Foundation
 import TestSupport
 import Testing
 import ServiceSetup
-import Uplink
 
 /// The DER walker against certificates openssl made: the same notAfter and CN as `openssl x509` prints.
 struct CertificateInfoTests {

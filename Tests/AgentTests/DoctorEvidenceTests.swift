@@ -1,5 +1,4 @@
 @testable import AgentKit
-import Uplink
 import Testing
 
 /// What doctor draws from the running service's readings: a lane loop held far longer than a vehicle takes to cross

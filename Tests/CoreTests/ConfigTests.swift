@@ -3,7 +3,7 @@ import ParkWiseCore
 import Testing
 
 /// Parses YAML text as a config file named `test.yaml`.
-func parse(_ yaml: String) throws(ConfigIssues) -> AgentConfig {
+func parse(_ yaml: String) throws(ConfigError) -> AgentConfig {
     try ConfigFile.parse(Array(yaml.utf8), file: "test.yaml")
 }
 

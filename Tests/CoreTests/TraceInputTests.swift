@@ -7,7 +7,7 @@ import Testing
 @Suite struct TraceInputTests {
     let inputs = garageConfig().inputs
 
-    func problem(_ trace: String) -> TraceFile.Problem? {
+    func problem(_ trace: String) -> TraceFileError? {
         do {
             _ = try TraceFile.parse(Array(trace.utf8), inputs: inputs)
             return nil

@@ -7,18 +7,13 @@ struct BackendSpotList {
     let path: String
     let ids: Set<String>
 
-    struct Problem: Error {
-        var message: String
-        var hint: String
-    }
-
     /// The list's ids; a file that cannot be read, or that holds no id, is a problem (exit 78).
-    static func read(path: String) -> Result<BackendSpotList, Problem> {
+    static func read(path: String) -> Result<BackendSpotList, BackendSpotListError> {
         let bytes: [UInt8]
         switch WholeFile.read(path) {
         case .success(let read): bytes = read
         case .failure(let failure):
-            return .failure(Problem(message: "cannot read the spot list \(path): \(Errno(failure.errno))",
+            return .failure(BackendSpotListError(message: "cannot read the spot list \(path): \(failure.errno.map(\.description) ?? "not a regular file")",
                                     hint: "write it with parkwise-bridge export-config --spot-list \(path)"))
         }
         var ids: Set<String> = []
@@ -30,7 +25,7 @@ struct BackendSpotList {
             ids.insert(id)
         }
         guard !ids.isEmpty else {
-            return .failure(Problem(message: "the spot list \(path) has no spot id",
+            return .failure(BackendSpotListError(message: "the spot list \(path) has no spot id",
                                     hint: "write it with parkwise-bridge export-config --spot-list \(path) (one id a line)"))
         }
         return .success(BackendSpotList(path: path, ids: ids))
@@ -46,4 +41,9 @@ struct BackendSpotList {
                                    + "a spot the backend lacks must be added there first")
         }
     }
+}
+
+struct BackendSpotListError: Error {
+    var message: String
+    var hint: String
 }

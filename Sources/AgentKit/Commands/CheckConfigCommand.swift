@@ -1,7 +1,6 @@
 import ConfigFile
 import ParkWiseCLI
 import ParkWiseCore
-import Uplink
 
 enum CheckConfigCommand {
     static let spec = CommandSpec(
@@ -44,7 +43,7 @@ enum CheckConfigCommand {
             issues = error.issues + issues
         }
         guard issues.isEmpty else {
-            printConfigProblems(ConfigIssues(issues), path: path)
+            printConfigProblems(ConfigError(issues), path: path)
             return ExitCode.config
         }
         if var lowered = config.outbox.capacityLowered {

@@ -6,7 +6,6 @@ import ParkWiseContract
 import ParkWiseCore
 import ParkWiseLog
 import MQTT
-import Uplink
 
 /// One command, every check a technician needs before (and while) the agent runs, each with its fix.
 enum DoctorCommand {
@@ -107,7 +106,7 @@ enum DoctorCommand {
         add("outbox", HostChecks.outbox(config, status: service.status) + SandboxCheck.steps(config))
         if config.board == .simulated && config.mqtt.brokers.isEmpty {
             add("brokers", [ProbeStep(.ok, "none configured")])
-        } else if filesOK, case .success(let credentials) = Result(catching: { () throws(ConfigIssues) in
+        } else if filesOK, case .success(let credentials) = Result(catching: { () throws(ConfigError) in
             try LinkFiles.check(config.mqtt, configPath: path)
         }) {
             let topics = Topics(site: config.site, device: config.device)

@@ -2,7 +2,6 @@ import FoundationEssentials
 import ParkWiseCLI
 import ParkWiseContract
 import MQTT
-import Uplink
 
 /// `monitor --fleet SITE`: the site's retained statuses, gathered until the broker has sent them all (no retained one
 /// for `quiet` after the subscription, and never longer than `collectAtMost`), shown as the fleet table, one line a

@@ -4,7 +4,6 @@ import ParkWiseContract
 import ParkWiseCore
 import ServiceSetup
 import MQTT
-import Uplink
 
 /// What a backend sees: subscribes to a site's tree and prints, per device, the level view and
 /// every event, and says when a device goes offline or falls silent.

@@ -6,7 +6,6 @@ import ParkWiseCore
 import ParkWiseLog
 import Synchronization
 import ServiceSetup
-import Uplink
 
 enum RunCommand {
     static let spec = CommandSpec(
@@ -119,8 +118,8 @@ enum RunCommand {
 
     /// An outbox directory that refused its lock file with EROFS, said once and first (the state file's and the outbox's
     /// own errors follow, each with only its errno): why it is read-only, most likely the service's sandbox, and the fix.
-    static func readOnlyDirectory(_ lock: StateDirectoryLock.Outcome, _ directory: String) -> Credentials.Problem? {
-        guard case .unusable(let failure) = lock, failure.code == EROFS else { return nil }
+    static func readOnlyDirectory(_ lock: StateDirectoryLock.Outcome, _ directory: String) -> ServiceSetupError? {
+        guard case .unusable(let failure) = lock, failure.errno == .readOnlyFileSystem else { return nil }
         // systemd sets INVOCATION_ID for every service it runs.
         let problem = ServiceSandbox.readOnly(directory: directory, underService: Environment.value("INVOCATION_ID") != nil)
         Log.error("outbox directory read-only", ["dir": directory, "error": failure, "why": problem.message, "fix": problem.hint])

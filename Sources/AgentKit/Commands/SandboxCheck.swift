@@ -3,7 +3,6 @@ import ParkWiseCLI
 import ParkWiseCore
 import ServiceSetup
 import MQTT
-import Uplink
 
 /// Whether the installed service may keep its outbox where the config says. `doctor` and `check-config` run outside
 /// the unit's sandbox (ProtectSystem=strict): a directory they can write may be read-only for the service, which then
@@ -44,19 +43,19 @@ enum SandboxCheck {
     /// The directory as written and, when it exists, as the kernel resolves it (a symlink into the state directory is
     /// writable): a problem only when neither is writable for the service. A ReadWritePaths= directory that does not
     /// exist is one too: systemd refuses to start the unit (status=226/NAMESPACE).
-    private static func problem(_ sandbox: ServiceSandbox, _ directory: String) -> Credentials.Problem? {
+    private static func problem(_ sandbox: ServiceSandbox, _ directory: String) -> ServiceSetupError? {
         guard let problem = sandbox.problem(outbox: directory) else {
             guard let rule = sandbox.rule(for: directory), rule.setting.hasPrefix("ReadWritePaths="),
                   access(rule.path, F_OK) != 0 else { return nil }
             if let mount = ReadOnlyMount.of(rule.path) {
                 // Run outside the sandbox: a read-only mount here is the storage's, and `install -d` would fail on it.
-                return Credentials.Problem(
+                return ServiceSetupError(
                     message: "\(ServiceSandbox.unit) has \(rule.setting), which does not exist and cannot be made: "
                         + "\(mount.mountPoint) is mounted read-only; systemd does not start the service (status=226/NAMESPACE) "
                         + "until it exists",
                     hint: mount.hint(for: rule.path) + " (sudo install -d -o parkwise -g parkwise -m 750 \(rule.path))")
             }
-            return Credentials.Problem(
+            return ServiceSetupError(
                 message: "\(ServiceSandbox.unit) has \(rule.setting), which does not exist: systemd does not start the service "
                     + "(status=226/NAMESPACE) until it does",
                 hint: "sudo install -d -o parkwise -g parkwise -m 750 \(rule.path)")
@@ -64,7 +63,7 @@ enum SandboxCheck {
         guard let resolved = realpath(directory, nil) else {
             // Not made yet, on storage mounted read-only: neither `install -d` nor a drop-in helps until it is remounted.
             guard let mount = ReadOnlyMount.of(directory) else { return problem }
-            return Credentials.Problem(message: problem.message + "; and \(mount.mountPoint) is mounted read-only",
+            return ServiceSetupError(message: problem.message + "; and \(mount.mountPoint) is mounted read-only",
                                        hint: mount.hint(for: directory) + "; then " + problem.hint)
         }
         defer { free(resolved) }

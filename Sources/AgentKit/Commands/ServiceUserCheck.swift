@@ -2,7 +2,6 @@ import Glibc
 import ParkWiseCLI
 import ParkWiseCore
 import ServiceSetup
-import Uplink
 
 /// `check-config` run as root (as the package's postinst says): root reads every file, so whether the service's user
 /// could read the config and the files it names is decided from their owner, group and mode (`ServiceUser`).

@@ -58,7 +58,7 @@ enum SourceChoice {
                                                      waitForBusyLines: command.name == "run")),
                            AgentClock())
         } catch {
-            printError("error: \(error.message)" + (error.errno.map { " (errno \($0))" } ?? ""))
+            printError("error: \(error.message)" + (error.errno.map { " (errno \($0.rawValue))" } ?? ""))
             guard error.mayPassByItself else { return .failed(ExitCode.config) }
             // Exit 1, not 78: systemd starts the service again (Restart=on-failure), so a chip probed late, a line
             // freed or a group applied late brings the garage back without anyone at the cabinet.

@@ -33,7 +33,7 @@ enum WalkLearn {
             if WalkTestCommand.serviceHoldsTheLines(config) { return ExitCode.failure }
         }
         let original = String(decoding: loaded.text, as: UTF8.self)
-        for (problem, file) in [(access(path, W_OK) == 0 ? nil : DurableFile.errnoText(), path),
+        for (problem, file) in [(access(path, W_OK) == 0 ? nil : Errno.current.description, path),
                                 (WalkReport.probe(path: path), path), (WalkReport.probe(path: reportPath), reportPath)] {
             guard let problem else { continue }
             printError("error: cannot write \(file) as \(HostChecks.userName()): \(problem)\n"
@@ -126,7 +126,7 @@ enum WalkLearn {
                                            board: config.board, consumer: "parkwise-walk-test", waitForBusyLines: false)
             return (lines.map { .init(input: $0.input, owner: $0.owner) }, .board(board), board.initialLevels, AgentClock())
         } catch {
-            printError("error: \(error.message)" + (error.errno.map { " (errno \($0))" } ?? ""))
+            printError("error: \(error.message)" + (error.errno.map { " (errno \($0.rawValue))" } ?? ""))
             return nil
         }
     }

@@ -6,7 +6,6 @@ import ParkWiseCore
 import ParkWiseLog
 import Simulation
 import Synchronization
-import Uplink
 
 /// Commissioning: walks the installer through every input in order and judges its wiring (see `WalkTest`).
 /// A thin shell: line changes from GPIO (or a replayed trace) and keys in, prompts and the report out.

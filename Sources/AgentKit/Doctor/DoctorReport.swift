@@ -1,6 +1,5 @@
 import FoundationEssentials
 import MQTT
-import Uplink
 
 /// The doctor's checklist: sections of checks, each ✓ (ok), ✗ (failed: the agent cannot run right) or ! (a warning),
 /// with what was found and the exact fix. Printed as text for the technician, or as JSON.

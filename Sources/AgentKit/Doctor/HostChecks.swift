@@ -42,8 +42,8 @@ enum HostChecks {
     /// own, mode 0600 as `run` requires): not checked, said with whose it is and how to check it; never a ✗, and never a
     /// fix that would make a secret readable (issue 33). Nil when the file is at fault: for everyone, or for the agent's
     /// own user (the owner of the state directory), which must read it.
-    static func unreadableHere(_ file: LinkFile, _ problem: Credentials.Problem, stateDirectory: String) -> ProbeStep? {
-        guard problem.errno == EACCES || problem.errno == EPERM else { return nil }
+    static func unreadableHere(_ file: LinkFile, _ problem: ServiceSetupError, stateDirectory: String) -> ProbeStep? {
+        guard problem.errno?.isPermission == true else { return nil }
         var st = stat()
         if stat(stateDirectory, &st) == 0 && st.st_uid == geteuid() { return nil }
         let title = "not checked: \(file.role.rawValue) \(file.path)"
@@ -171,10 +171,10 @@ enum HostChecks {
             }
         case .absent:
             steps.append(ProbeStep(.ok, "nothing pending", detail: "no outbox.log yet"))
-        case .unreadable(let message, let code):
+        case .unreadable(let message, let errno):
             steps.append(ProbeStep(.warning, "not checked: events pending in the outbox",
                                    detail: "\(message) (as \(userName()))",
-                                   fix: code == EACCES || code == EPERM ? access.fix
+                                   fix: errno?.isPermission == true ? access.fix
                                        : "see the service's log (journalctl -u parkwise-agent): the agent says what it finds there at start"))
         }
         return steps
@@ -232,13 +232,13 @@ enum HostChecks {
         let start = AgentClock.read(CLOCK_MONOTONIC)
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
-            return ProbeStep(.failed, "outbox directory \(dir) writable", detail: "\(DurableFile.errnoText()) as \(userName())",
+            return ProbeStep(.failed, "outbox directory \(dir) writable", detail: "\(Errno.current) as \(userName())",
                              fix: "sudo chown -R parkwise:parkwise \(dir) (the service's user must own it); a read-only file system: "
                                 + "check mount and dmesg")
         }
         defer { unlink(path) }
-        var problem = DurableFile.writeAll(fd, [UInt8](repeating: 0x2A, count: 4096)).map { "write: \(DurableFile.describe($0))" }
-        if problem == nil && fsync(fd) != 0 { problem = "fsync: \(DurableFile.errnoText())" }
+        var problem = DurableFile.writeAll(fd, [UInt8](repeating: 0x2A, count: 4096)).map { "write: \($0)" }
+        if problem == nil && fsync(fd) != 0 { problem = "fsync: \(Errno.current)" }
         close(fd)
         if let problem {
             return ProbeStep(.failed, "outbox directory \(dir): write and fsync a test file", detail: problem,

@@ -1,6 +1,5 @@
 import ParkWiseCore
 import MQTT
-import Uplink
 
 /// Everything that reaches the agent's event loop, in the order it happened.
 enum AgentInput: Sendable {

@@ -5,7 +5,6 @@ import ParkWiseContract
 import ParkWiseCore
 import ParkWiseLog
 import ServiceSetup
-import Uplink
 
 /// Commands from the broker, answered on the event loop.
 extension AgentRuntime {

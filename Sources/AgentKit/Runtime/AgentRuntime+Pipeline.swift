@@ -5,7 +5,6 @@ import ParkWiseContract
 import ParkWiseCore
 import ParkWiseLog
 import ServiceSetup
-import Uplink
 
 /// The pipeline: garage events -> stamper -> delivery ledger and outbox -> link, and the states they changed.
 extension AgentRuntime {

@@ -6,7 +6,6 @@ import ParkWiseCore
 import ParkWiseLog
 import ServiceSetup
 import MQTT
-import Uplink
 
 /// The status: the socket's snapshots and the retained `status` topic.
 extension AgentRuntime {

@@ -5,7 +5,6 @@ import ParkWiseContract
 import ParkWiseCore
 import ParkWiseLog
 import ServiceSetup
-import Uplink
 
 /// The graceful stop: offline said, what is in flight given a moment, the sequence ledger left exact.
 extension AgentRuntime {

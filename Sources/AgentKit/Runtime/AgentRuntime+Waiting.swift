@@ -5,7 +5,6 @@ import ParkWiseContract
 import ParkWiseCore
 import ParkWiseLog
 import ServiceSetup
-import Uplink
 
 /// The event loop's waiting: the next input from the inbox, the hosted lines and broker socket, or a deadline.
 extension AgentRuntime {

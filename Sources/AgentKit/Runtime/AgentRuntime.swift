@@ -29,7 +29,7 @@ final class AgentRuntime: @unchecked Sendable {
         /// Line changes waiting for the event loop, at most (beyond that they are shed, see `LineQueue`).
         var lineQueueBound = 4096
         /// The outbox directory refused its first write with EROFS (why, and the fix): the storage fault says it.
-        var readOnly: Credentials.Problem?
+        var readOnly: ServiceSetupError?
     }
 
     let config: AgentConfig
@@ -88,7 +88,7 @@ final class AgentRuntime: @unchecked Sendable {
     var instantNow: MonotonicInstant { clock.instant(real: realNow()) }
 
     init(config: AgentConfig, source: LineSource, clock: AgentClock, credentials: Credentials?,
-         options: Options) throws(DeviceState.Refused) {
+         options: Options) throws(DeviceStateError) {
         self.config = config
         self.options = options
         readOnlyAtStart = options.readOnly
@@ -146,7 +146,7 @@ final class AgentRuntime: @unchecked Sendable {
             disk.outbox = held
         } catch where error.code == .newerFormat {
             // (Checked before anything was written; this is a newer record further in than the first.)
-            throw DeviceState.Refused(code: .newerFormat, message: error.message)
+            throw DeviceStateError(code: .newerFormat, message: error.message)
         } catch {
             Log.error("outbox unusable, events kept in memory only", ["dir": config.outbox.path, "error": error.message])
             outbox = MemoryOutbox(capacity: config.outbox.capacity)
@@ -178,7 +178,7 @@ final class AgentRuntime: @unchecked Sendable {
     var outboxUnusable: String?
     /// Why the state directory was read-only at start, and the fix (see `RunCommand.readOnlyDirectory`): said with the
     /// storage fault until the disk takes a write.
-    var readOnlyAtStart: Credentials.Problem?
+    var readOnlyAtStart: ServiceSetupError?
     /// The outbox problem last announced.
     var announcedProblem: String?
 

@@ -80,16 +80,6 @@ struct DeviceState {
     /// The last `boot` a start may read: the one it counts stays below 2^53.
     static let lastBoot: UInt64 = highestCount - 2
 
-    /// Why a start cannot go on from its state directory: a count at its end, or a file of a newer format. The agent
-    /// exits 78 (systemd does not restart into the same wall) and changes nothing on disk.
-    struct Refused: Error, CustomStringConvertible {
-        enum Code: String { case countExhausted = "count_exhausted", newerFormat = "newer_format" }
-        var code: Code
-        /// What is wrong and what to do, for a technician.
-        var message: String
-        var description: String { message }
-    }
-
     /// Seqs this run may still hand out (see `lastSeq`).
     var seqsLeft: UInt64 { counter.seqsLeft }
 
@@ -99,7 +89,7 @@ struct DeviceState {
     private(set) var stateLost = false
 
     /// Loads the state and counts this start. Without a usable directory it keeps it in memory.
-    init(directory: String) throws(Refused) {
+    init(directory: String) throws(DeviceStateError) {
         if let problem = DurableFile.makeDirectory(directory) {
             Log.error("state directory unusable, sequence numbers restart at 1", ["dir": directory, "error": problem])
             path = nil
@@ -107,7 +97,7 @@ struct DeviceState {
         } else {
             path = directory + "/device-state.json"
             // Before anything is read as damage, repaired or written: a newer agent's files are refused as they are.
-            if let newer = StateFormat.check(directory: directory) { throw Refused(code: .newerFormat, message: newer.message) }
+            if let newer = StateFormat.check(directory: directory) { throw DeviceStateError(code: .newerFormat, message: newer.message) }
         }
         let loaded = try path.map(DeviceState.load)
         let stored = loaded?.stored
@@ -132,7 +122,7 @@ struct DeviceState {
                 ledger = nil
             }
         } catch where error.code == .newerFormat {
-            throw Refused(code: .newerFormat, message: error.message)
+            throw DeviceStateError(code: .newerFormat, message: error.message)
         } catch {
             Log.error("sequence ledger unusable, sequence numbers kept in device-state.json only", ["error": error.message])
             ledger = nil
@@ -163,7 +153,7 @@ struct DeviceState {
     /// when it is a regular file of at most `sizeLimit` bytes whose JSON decodes and whose fields are in range and in
     /// order (see `impossibility`); anything else is moved aside (`.corrupt`, or `.not-regular-TIME` for a symbolic
     /// link, a FIFO or a device) and said. `lost`: neither copy was usable though one was there, or neither was there.
-    private static func load(_ path: String) throws(Refused) -> (stored: Stored?, path: String, lost: Bool) {
+    private static func load(_ path: String) throws(DeviceStateError) -> (stored: Stored?, path: String, lost: Bool) {
         for candidate in [path, path + ".bak"] {
             // Both copies, the one not read too: its next save would otherwise wait on a FIFO or write through a link.
             switch DurableFile.setAsideIfNotRegular(candidate) {
@@ -260,21 +250,21 @@ struct DeviceState {
     }
 
     /// Never below what an outbox on disk already holds.
-    mutating func atLeast(seq floor: UInt64, from outbox: String) throws(Refused) {
+    mutating func atLeast(seq floor: UInt64, from outbox: String) throws(DeviceStateError) {
         try Self.check(floor, "seq", in: outbox)
         counter.atLeast(floor)   // on disk in the outbox
     }
 
-    private static func check(_ count: UInt64, _ name: String, in path: String) throws(Refused) {
+    private static func check(_ count: UInt64, _ name: String, in path: String) throws(DeviceStateError) {
         let last = name == "boot" ? lastBoot : lastSeq
         guard count > last else { return }
         let hint = "\n    hint: the backend orders this device's events by boot and seq; once it has every event, move the "
             + "state directory aside (counts restart at 1)"
         guard count < highestCount else {
-            throw Refused(code: .countExhausted, message: "\(path) holds \(name) \(count), beyond 2^53: the file is damaged "
+            throw DeviceStateError(code: .countExhausted, message: "\(path) holds \(name) \(count), beyond 2^53: the file is damaged "
                           + "or forged, and counting on from it would wrap" + hint)
         }
-        throw Refused(code: .countExhausted, message: "\(path) holds \(name) \(count), beyond \(last), the last \(name) this "
+        throw DeviceStateError(code: .countExhausted, message: "\(path) holds \(name) \(count), beyond \(last), the last \(name) this "
                       + "agent counts to (2^53 less room to count on, so that every count stays an exact JSON number): the "
                       + "file is damaged or forged, or the device has used up its \(name)s" + hint)
     }
@@ -342,3 +332,13 @@ struct DeviceState {
 }
 
 private func rename(_ from: String, _ to: String) -> Int32 { Glibc.rename(from, to) }
+
+/// Why a start cannot go on from its state directory: a count at its end, or a file of a newer format. The agent
+/// exits 78 (systemd does not restart into the same wall) and changes nothing on disk.
+struct DeviceStateError: Error, CustomStringConvertible {
+    enum Code: String { case countExhausted = "count_exhausted", newerFormat = "newer_format" }
+    var code: Code
+    /// What is wrong and what to do, for a technician.
+    var message: String
+    var description: String { message }
+}

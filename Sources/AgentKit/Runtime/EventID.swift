@@ -1,4 +1,5 @@
 import Glibc
+import SystemIO
 
 /// Event ids: random (version 4) UUIDs in lowercase text, as the contract wants, drawn from a pool of random bytes
 /// that one read of /dev/urandom refills every 256 ids (Foundation's UUID() opens, reads and closes /dev/urandom for
@@ -38,8 +39,9 @@ struct EventID {
         let fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC)
         if fd >= 0 {
             while filled < pool.count {
-                let n = pool.withUnsafeMutableBytes { read(fd, $0.baseAddress! + filled, $0.count - filled) }
-                if n > 0 { filled += n } else if n == 0 || errno != EINTR { break }
+                let n = retryingOnInterrupt { pool.withUnsafeMutableBytes { read(fd, $0.baseAddress! + filled, $0.count - filled) } }
+                guard n > 0 else { break }
+                filled += n
             }
             close(fd)
         }

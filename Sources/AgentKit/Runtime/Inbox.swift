@@ -1,7 +1,6 @@
 import Glibc
 import ParkWiseLog
 import MQTT
-import Uplink
 
 /// What the event loop waits on: inputs posted from any thread (the line queue's nudge, the link's events, a stop),
 /// taken in order by the one thread that runs the loop, which sleeps in poll() until an input comes, its next

@@ -5,7 +5,7 @@ import ParkWiseCore
 import ParkWiseLog
 import Simulation
 import Synchronization
-import Uplink
+import SystemIO
 
 /// Where line changes come from: the board's GPIO, the traffic simulator, or a recorded trace.
 /// All three feed the same garage with the same values and monotonic timestamps.
@@ -30,7 +30,7 @@ enum LineSource {
     }
 
     /// Inputs whose lines were busy at start: lost until the board gets them (see `GPIOBoard.open`).
-    var busyAtStart: [GPIOFailure] {
+    var busyAtStart: [InputLostError] {
         if case .board(let board) = self { return board.busyAtStart }
         return []
     }
@@ -43,7 +43,7 @@ enum LineSource {
         switch self {
         case .board(let board):
             let deliver: @Sendable ([LineChange]) -> Void = { changes in queue.push(changes) }
-            let failed: @Sendable (GPIOFailure) -> Void = { failure in inbox.post(.inputLost(failure.input, failure.message)) }
+            let failed: @Sendable (InputLostError) -> Void = { failure in inbox.post(.inputLost(failure.input, failure.message)) }
             if hosted {
                 board.startHosted(deliver: deliver, failed: failed)
             } else {
@@ -98,7 +98,7 @@ enum LineSource {
         // An absolute deadline: no clock read (a time already past returns at once).
         let until = clock.real(at: line.at)
         var ts = timespec(tv_sec: Int(until / 1_000_000_000), tv_nsec: Int(until % 1_000_000_000))
-        while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nil) == EINTR {}
+        _ = retryingOnInterrupt(returningErrno: { clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nil) })
         queue.push([line])
     }
 }

@@ -1,13 +1,12 @@
 import ParkWiseCore
 import ServiceSetup
 import SystemIO
-import Uplink
 
 /// The credentials and TLS files a config names, checked as `run` needs them: `check-config` and `doctor` report
 /// the same problems (through these same functions), at the line that names the file, before anything runs.
 enum LinkFiles {
     /// The credentials (when the config names a file), or every problem found.
-    static func check(_ settings: MQTTSettings, configPath: String) throws(ConfigIssues) -> Credentials? {
+    static func check(_ settings: MQTTSettings, configPath: String) throws(ConfigError) -> Credentials? {
         var credentials: Credentials?
         var issues: [ConfigIssue] = []
         for file in settings.files {
@@ -17,7 +16,7 @@ enum LinkFiles {
                 issues.append(ConfigIssue(file: configPath, mark: file.mark, message: error.message, hint: error.hint))
             }
         }
-        guard issues.isEmpty else { throw ConfigIssues(issues) }
+        guard issues.isEmpty else { throw ConfigError(issues) }
         return credentials
     }
 
@@ -42,7 +41,7 @@ enum LinkFiles {
     }
 
     /// One file: readable, and private when it is a secret; the credentials when it is the credentials file.
-    static func check(_ file: LinkFile) throws(Credentials.Problem) -> Credentials? {
+    static func check(_ file: LinkFile) throws(ServiceSetupError) -> Credentials? {
         switch file.role {
         case .credentials: return try Credentials.load(path: file.path)
         case .key: try Credentials.checkPrivate(file.path, what: file.role.rawValue)

@@ -1,6 +1,6 @@
 import Glibc
 import ServiceSetup
-import Uplink
+import SystemIO
 
 /// Whether this run may keep the state directory. A `run` as root in a directory another user owns (the package's
 /// /var/lib/parkwise-agent belongs to `parkwise`) would leave files that user cannot write: the service would then
@@ -11,7 +11,7 @@ enum StateDirectoryAccess {
     /// repair set aside, an administrator's notes, `lost+found` when the directory is a mount point).
     static let files = ["agent.lock", "outbox.log", "device-state.json", "device-state.json.bak", "seq.ledger"]
 
-    static func problem(directory: String) -> Credentials.Problem? {
+    static func problem(directory: String) -> ServiceSetupError? {
         if geteuid() == 0 {
             // The directory, or the one it is to be made in: the service's tree, not whatever lies further up.
             let parent = directory.lastIndex(of: "/").map { String(directory[..<$0]) } ?? "."
@@ -20,7 +20,7 @@ enum StateDirectoryAccess {
                 guard stat(path, &st) == 0 else { continue }
                 guard st.st_uid != 0 else { return nil }
                 let user = ServiceUser.userName(st.st_uid)
-                return Credentials.Problem(
+                return ServiceSetupError(
                     message: "\(path) belongs to user \(user): run as root, the agent would leave files in it that \(user) "
                         + "cannot write, and the service would then keep nothing on disk",
                     hint: "run it as that user (sudo -u \(user) parkwise-agent run ...), or give a run as root its own --outbox DIR")
@@ -28,12 +28,12 @@ enum StateDirectoryAccess {
             return nil
         }
         for path in [directory] + files.map({ directory + "/" + $0 }) where access(path, W_OK) != 0 {
-            let number = errno
-            guard number == EACCES || number == EPERM else { continue }   // a read-only disk is the outbox's to say
+            let number = Errno.current
+            guard number.isPermission else { continue }   // a read-only disk is the outbox's to say
             var st = stat()
             _ = stat(path, &st)
             let me = ServiceUser.userName(geteuid())
-            return Credentials.Problem(
+            return ServiceSetupError(
                 message: "cannot write \(path) (\(ServiceUser.describe(st))): the agent, running as \(me), would keep "
                     + "nothing on disk",
                 hint: "give the state directory back to \(me): sudo chown -R \(me): \(directory)", errno: number)

@@ -1,7 +1,6 @@
 import SystemIO
 import Glibc
 import ParkWiseLog
-import Uplink
 
 /// One agent per state directory: two agents appending to one outbox would corrupt it. The lock
 /// (flock on `agent.lock`) goes with the process, however it ends.
@@ -15,7 +14,7 @@ final class StateDirectoryLock {
     enum Outcome {
         case locked(StateDirectoryLock)
         /// The directory cannot be used at all (what failed): the agent runs with its outbox in memory.
-        case unusable(DurableFile.Failure)
+        case unusable(FileError)
         /// Another agent holds it (its pid, when it wrote one).
         case held(by: String)
     }
@@ -31,7 +30,7 @@ final class StateDirectoryLock {
         case .failure(let failure): return .unusable(failure)
         }
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0o640)
-        guard fd >= 0 else { return .unusable(.errno("open \(path)")) }
+        guard fd >= 0 else { return .unusable(.current("open \(path)")) }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             let holder = DurableFile.read(path: path).map { String(decoding: $0, as: UTF8.self) }.flatMap { $0.isEmpty ? nil : $0 }
             close(fd)

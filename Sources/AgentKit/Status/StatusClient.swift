@@ -7,25 +7,14 @@ import FoundationEssentials
 /// Asks a running agent for its status over the local socket: connect, send the request, read the
 /// answer, all within a deadline. For `status`, `status --watch` and `doctor`.
 public enum StatusClient {
-    /// Why no status came, with what to do about it.
-    public struct Failure: Error, Sendable, CustomStringConvertible {
-        public enum Kind: String, Sendable { case noAgent, refused, permission, timeout, badAnswer, otherBoard, other }
-        public var kind: Kind
-        public var path: String
-        public var message: String
-        public var hint: String
-        public var errno: Int32?
-
-        public var description: String { "error: \(message)\n    hint: \(hint)" }
-    }
 
     /// The status of the agent on `path`, refused when it is another board's than the one asked about (`expected`:
     /// site and device of the config named): a technician must never read one board's health as another's.
     public static func fetch(path: String, expecting expected: (site: String, device: String)?, config: String?,
-                             timeout: Double = 3) -> Result<AgentStatus, Failure> {
+                             timeout: Double = 3) -> Result<AgentStatus, StatusClientError> {
         let result = fetch(path: path, timeout: timeout)
         guard case .success(let status) = result, let expected, (status.site, status.device) != expected else { return result }
-        return .failure(Failure(kind: .otherBoard, path: path,
+        return .failure(StatusClientError(kind: .otherBoard, path: path,
                                 message: "the agent answering on \(path) is \(status.site)/\(status.device), not "
                                     + "\(expected.site)/\(expected.device) of \(config ?? "the config"): that one is not running here",
                                 hint: "start it (parkwise-agent run --config \(config ?? "FILE")), or ask the running one without --config"))
@@ -35,14 +24,14 @@ public enum StatusClient {
     public static let answerLimit = 8 << 20
 
     /// The status of the agent listening on `path`, within `timeout` seconds.
-    public static func fetch(path: String, timeout: Double = 3) -> Result<AgentStatus, Failure> {
+    public static func fetch(path: String, timeout: Double = 3) -> Result<AgentStatus, StatusClientError> {
         switch request(path: path, timeout: timeout) {
         case .failure(let failure): return .failure(failure)
         case .success(let bytes):
             let decoder = JSONDecoder()
             if let status = try? decoder.decode(AgentStatus.self, from: Data(bytes)) { return .success(status) }
             let problem = (try? decoder.decode(ErrorAnswer.self, from: Data(bytes)))?.error
-            return .failure(Failure(kind: .badAnswer, path: path,
+            return .failure(StatusClientError(kind: .badAnswer, path: path,
                                     message: problem.map { "the agent on \(path) could not answer: \($0)" }
                                         ?? "the answer from \(path) is not a status (\(bytes.count) bytes)",
                                     hint: problem == nil ? "is this a parkwise-agent of the same version? (parkwise-agent version)"
@@ -61,60 +50,59 @@ public enum StatusClient {
     struct ErrorAnswer: Decodable { var error: String }
 
     /// The raw answer to one request.
-    public static func request(path: String, timeout: Double = 3) -> Result<[UInt8], Failure> {
+    public static func request(path: String, timeout: Double = 3) -> Result<[UInt8], StatusClientError> {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { return .failure(failure(errno, path)) }
+        guard fd >= 0 else { return .failure(failure(.current, path)) }
         defer { close(fd) }
         StatusSocket.setTimeouts(fd, seconds: timeout)
-        let rc = StatusSocket.connect(fd, to: path)
-        guard rc == 0 else { return .failure(failure(rc, path)) }
+        if let refused = StatusSocket.connect(fd, to: path) { return .failure(failure(refused, path)) }
         let deadline = now() + timeout
         var request = Array(StatusSocket.request.utf8)
         let sent = request.withUnsafeMutableBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-        guard sent == request.count else { return .failure(failure(errno, path)) }
+        guard sent == request.count else { return .failure(failure(.current, path)) }
         var answer: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 65536)
         while true {
-            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            // Each recv is bounded by SO_RCVTIMEO; an interrupted one is made again.
+            let n = retryingOnInterrupt { buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) } }
             if n == 0 { break }
             if n < 0 {
-                if errno == EINTR && now() < deadline { continue }
-                return .failure(failure(errno == EAGAIN || errno == EWOULDBLOCK ? ETIMEDOUT : errno, path))
+                let errno = Errno.current
+                return .failure(failure(errno == .wouldBlock ? .timedOut : errno, path))
             }
             answer.append(contentsOf: buffer[..<n])
             if answer.count > answerLimit {
-                return .failure(Failure(kind: .badAnswer, path: path, message: "the answer from \(path) exceeds \(answerLimit) bytes",
+                return .failure(StatusClientError(kind: .badAnswer, path: path, message: "the answer from \(path) exceeds \(answerLimit) bytes",
                                         hint: "is this a parkwise-agent's status socket?"))
             }
-            if now() > deadline { return .failure(failure(ETIMEDOUT, path)) }
+            if now() > deadline { return .failure(failure(.timedOut, path)) }
         }
         return .success(answer)
     }
 
-    static func failure(_ code: Int32, _ path: String) -> Failure {
-        let reason = Errno(code).text
+    static func failure(_ code: Errno, _ path: String) -> StatusClientError {
         switch code {
-        case ENOENT, ENOTDIR:
-            return Failure(kind: .noAgent, path: path, message: "no agent is running: \(path) does not exist",
+        case .noEntry, Errno(ENOTDIR):
+            return StatusClientError(kind: .noAgent, path: path, message: "no agent is running: \(path) does not exist",
                            hint: "start it (systemctl start parkwise-agent, or parkwise-agent run --config FILE); "
                                + "a run by hand listens in its outbox directory: give the same --config (and --outbox), or --socket PATH",
                            errno: code)
-        case ECONNREFUSED:
-            return Failure(kind: .refused, path: path, message: "no agent is answering on \(path) (connection refused: it stopped or crashed)",
+        case .connectionRefused:
+            return StatusClientError(kind: .refused, path: path, message: "no agent is answering on \(path) (connection refused: it stopped or crashed)",
                            hint: "see systemctl status parkwise-agent and journalctl -u parkwise-agent; start it again", errno: code)
-        case EACCES, EPERM:
-            return Failure(kind: .permission, path: path, message: "permission denied on \(path)",
+        case .permissionDenied, .notPermitted:
+            return StatusClientError(kind: .permission, path: path, message: "permission denied on \(path)",
                            hint: "the socket is readable by the service's group: add yourself to it "
                                + "(sudo usermod -aG parkwise $USER, then log in again), or use sudo", errno: code)
-        case ETIMEDOUT:
-            return Failure(kind: .timeout, path: path, message: "the agent on \(path) did not answer in time",
+        case .timedOut:
+            return StatusClientError(kind: .timeout, path: path, message: "the agent on \(path) did not answer in time",
                            hint: "it may be overloaded or hung; see journalctl -u parkwise-agent (the watchdog restarts a hung agent)",
                            errno: code)
-        case ENAMETOOLONG:
-            return Failure(kind: .other, path: path, message: "\(path) is longer than a unix socket path may be (107 bytes)",
+        case .nameTooLong:
+            return StatusClientError(kind: .other, path: path, message: "\(path) is longer than a unix socket path may be (107 bytes)",
                            hint: "use a shorter outbox directory", errno: code)
         default:
-            return Failure(kind: .other, path: path, message: "cannot ask \(path): \(reason) (errno \(code))",
+            return StatusClientError(kind: .other, path: path, message: "cannot ask \(path): \(code)",
                            hint: "check that \(path) is the agent's status socket", errno: code)
         }
     }
@@ -124,4 +112,16 @@ public enum StatusClient {
         clock_gettime(CLOCK_MONOTONIC, &ts)
         return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
     }
+}
+
+/// Why no status came, with what to do about it.
+public struct StatusClientError: Error, Sendable, CustomStringConvertible {
+    public enum Kind: String, Sendable { case noAgent, refused, permission, timeout, badAnswer, otherBoard, other }
+    public var kind: Kind
+    public var path: String
+    public var message: String
+    public var hint: String
+    public var errno: Errno?
+
+    public var description: String { "error: \(message)\n    hint: \(hint)" }
 }

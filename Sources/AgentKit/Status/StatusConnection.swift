@@ -1,5 +1,6 @@
 import Glibc
 import ParkWiseContract
+import SystemIO
 
 /// One client of the status socket, on a non-blocking descriptor, moved on by the socket thread
 /// whenever poll(2) says it can be or its deadline passes: it reads the request line, waits for
@@ -42,8 +43,8 @@ struct StatusConnection {
         case .reading(var bytes):
             if revents != 0 {
                 var buffer = [UInt8](repeating: 0, count: StatusSocket.requestLimit + 1 - bytes.count)
-                let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
-                if n < 0 && errno != EAGAIN && errno != EINTR { return false }
+                let n = retryingOnInterrupt { buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) } }
+                if n < 0 && Errno.current != .wouldBlock { return false }
                 if n > 0 { bytes += buffer[..<n] }
                 if n == 0 || bytes.contains(UInt8(ascii: "\n")) || bytes.count > StatusSocket.requestLimit {
                     guard !bytes.isEmpty else { return false }
@@ -66,10 +67,10 @@ struct StatusConnection {
             return true
         case .writing(let bytes, var written):
             if revents != 0 {
-                let n = bytes.withUnsafeBytes {
-                    send(fd, $0.baseAddress! + written, $0.count - written, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+                let n = retryingOnInterrupt {
+                    bytes.withUnsafeBytes { send(fd, $0.baseAddress! + written, $0.count - written, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
                 }
-                if n < 0 && errno != EAGAIN && errno != EINTR { return false }
+                if n < 0 && Errno.current != .wouldBlock { return false }
                 if n > 0 { written += n }
                 if written == bytes.count { return false }
                 phase = .writing(bytes, written: written)

@@ -4,7 +4,6 @@ import Glibc
 import ParkWiseContract
 import ParkWiseLog
 import Synchronization
-import Uplink
 
 /// The local status endpoint: a unix socket whose one thread sleeps in poll(2) until a client
 /// connects (no timer, no CPU while nobody asks). Each connection gets one answer: the client
@@ -112,9 +111,11 @@ final class StatusServer: Sendable {
                        pollfd(fd: wake.read, events: Int16(POLLIN), revents: 0)]
                 + clients.map { pollfd(fd: $0.fd, events: $0.events, revents: 0) }
             // Asleep until something happens; a deadline only while a client is being served.
-            let timeout = clients.map(\.deadline).min().map { Int32(max(0, min(($0 - monotonicSeconds()) * 1000 + 1, 10_000))) } ?? -1
-            let n = poll(&fds, nfds_t(fds.count), timeout)
-            if n < 0 && errno != EINTR { return }
+            let n = retryingOnInterrupt {
+                let timeout = clients.map(\.deadline).min().map { Int32(max(0, min(($0 - monotonicSeconds()) * 1000 + 1, 10_000))) } ?? -1
+                return poll(&fds, nfds_t(fds.count), timeout)
+            }
+            if n < 0 { return }
             if n > 0 && fds[1].revents != 0 {
                 var drain = [UInt8](repeating: 0, count: 64)
                 _ = read(wake.read, &drain, drain.count)

@@ -21,7 +21,7 @@ struct StatusSnapshot {
     /// The outbox could not be opened at start: events live in memory only, all run.
     let outboxUnusable: String?
     /// The outbox directory was read-only at start (EROFS): why, and the fix.
-    let readOnly: Credentials.Problem?
+    let readOnly: ServiceSetupError?
 
     var clockState: String { Self.clockState(scaled: stamper.clock.isScaled, synced: clockSynced) }
 
@@ -34,7 +34,7 @@ struct StatusSnapshot {
     /// A directory read-only since the start adds why (most likely the service's sandbox) and the fix (the caller
     /// passes it only until the disk takes a write: a later fault is another one).
     static func storageFault(_ session: UplinkSession, _ state: DeviceState, outboxUnusable: String?,
-                             readOnly: Credentials.Problem?) -> String? {
+                             readOnly: ServiceSetupError?) -> String? {
         guard let fault = diskFault(session, state, outboxUnusable: outboxUnusable) else { return nil }
         return readOnly.map { "\(fault); \($0.message); fix: \($0.hint)" } ?? fault
     }

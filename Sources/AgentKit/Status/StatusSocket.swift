@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import SystemIO
 
 /// Where the running agent's status socket is, and the one request it answers.
 ///
@@ -45,15 +46,15 @@ public enum StatusSocket {
         return addr
     }
 
-    /// `connect(2)` to a unix socket path; the errno on failure.
-    static func connect(_ fd: Int32, to path: String) -> Int32 {
-        guard var addr = address(path) else { return ENAMETOOLONG }
+    /// `connect(2)` to a unix socket path; the errno on failure, nil once connected.
+    static func connect(_ fd: Int32, to path: String) -> Errno? {
+        guard var addr = address(path) else { return .nameTooLong }
         let rc = withUnsafePointer(to: &addr) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                 Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
             }
         }
-        return rc == 0 ? 0 : errno
+        return rc == 0 ? nil : .current
     }
 
     /// Sets SO_RCVTIMEO and SO_SNDTIMEO.

@@ -1,5 +1,6 @@
 import Glibc
 import ParkWiseLog
+import SystemIO
 
 /// What the installer can ask for during a walk-test.
 enum WalkKey: Sendable {
@@ -43,8 +44,7 @@ final class KeyReader: Sendable {
             var line: [UInt8] = []
             var byte: UInt8 = 0
             while true {
-                let n = read(0, &byte, 1)
-                if n < 0 && errno == EINTR { continue }
+                let n = retryingOnInterrupt { read(0, &byte, 1) }
                 if n <= 0 { return }
                 if terminal {
                     if let key = WalkKey(String(decoding: [byte], as: UTF8.self)) { onKey(key) }

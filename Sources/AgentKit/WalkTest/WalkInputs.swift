@@ -3,7 +3,6 @@ import ParkWiseCLI
 import ParkWiseCore
 import ParkWiseLog
 import Synchronization
-import Uplink
 
 /// What reaches a walk-test's loop (the wiring check and `--learn` alike).
 enum WalkInput: Sendable {

@@ -4,7 +4,6 @@ import Glibc
 import ParkWiseCLI
 import ParkWiseContract
 import ParkWiseCore
-import Uplink
 
 /// The walk-test's hand-over report: every step with its verdict (`untested` when not walked yet), as JSON
 /// (read back to resume) and as text. Saved after every verdict, so a walk cut short loses nothing.
@@ -107,7 +106,7 @@ struct WalkReport: Codable {
     static func probe(path: String) -> String? {
         let temp = path + ".tmp"
         let fd = open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { return "open \(temp): \(DurableFile.errnoText())" }
+        guard fd >= 0 else { return "open \(temp): \(Errno.current)" }
         close(fd)
         unlink(temp)
         return nil

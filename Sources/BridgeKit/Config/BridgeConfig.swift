@@ -75,10 +75,10 @@ struct BridgeConfigReader {
                        "share_group", "partition", "reassert_every", "no_show_after", "stop_grace", "batch_size", "hold_at_most", "credentials", "tls",
                        "metrics_file"]
 
-    static func read(_ root: ConfigNode, file: String) throws(ConfigIssues) -> BridgeConfig {
+    static func read(_ root: ConfigNode, file: String) throws(ConfigError) -> BridgeConfig {
         var reader = BridgeConfigReader(file: file)
         let config = reader.read(root)
-        guard reader.issues.isEmpty else { throw ConfigIssues(reader.issues) }
+        guard reader.issues.isEmpty else { throw ConfigError(reader.issues) }
         return config
     }
 

@@ -65,7 +65,7 @@ struct MetricsFile {
             if let failure = DurableFile.replace(path: path, with: Array(figures.text.utf8), mode: 0o644) {
                 pace.failed(at: now)
                 due = final ? nil : now + pace.retry
-                failing.occurred(1, ["file": path, "error": failure.message, "errno": failure.code])
+                failing.occurred(1, ["file": path, "error": failure.message, "errno": failure.errno?.rawValue ?? 0])
             } else {
                 pace.wrote(figures, at: now)
                 failing.ended(["file": path])

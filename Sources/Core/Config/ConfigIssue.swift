@@ -24,7 +24,7 @@ public struct ConfigIssue: Sendable, Hashable, CustomStringConvertible {
 }
 
 /// Every issue found in one config file; thrown when a config cannot be used.
-public struct ConfigIssues: Error, Sendable, CustomStringConvertible {
+public struct ConfigError: Error, Sendable, CustomStringConvertible {
     public var issues: [ConfigIssue]
     public init(_ issues: [ConfigIssue]) { self.issues = issues }
     public var description: String { issues.map(\.description).joined(separator: "\n") }

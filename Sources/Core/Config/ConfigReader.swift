@@ -25,18 +25,18 @@ public struct ConfigReader {
 
     public init(file: String) { self.file = file }
 
-    /// Reads and validates; throws `ConfigIssues` listing every problem, in file order.
-    public static func read(_ root: ConfigNode, file: String) throws(ConfigIssues) -> AgentConfig {
+    /// Reads and validates; throws `ConfigError` listing every problem, in file order.
+    public static func read(_ root: ConfigNode, file: String) throws(ConfigError) -> AgentConfig {
         try read(root, file: file, learning: false).config
     }
 
     /// `read` for `walk-test --learn`: spots whose input is `UNSET` are left out of the config and returned, in file
     /// order, for the installer to wire by walking; every other problem is an issue as usual.
-    public static func readForLearning(_ root: ConfigNode, file: String) throws(ConfigIssues) -> (config: AgentConfig, unset: [UnsetSpot]) {
+    public static func readForLearning(_ root: ConfigNode, file: String) throws(ConfigError) -> (config: AgentConfig, unset: [UnsetSpot]) {
         try read(root, file: file, learning: true)
     }
 
-    private static func read(_ root: ConfigNode, file: String, learning: Bool) throws(ConfigIssues) -> (config: AgentConfig, unset: [UnsetSpot]) {
+    private static func read(_ root: ConfigNode, file: String, learning: Bool) throws(ConfigError) -> (config: AgentConfig, unset: [UnsetSpot]) {
         var reader = ConfigReader(file: file)
         reader.learning = learning
         let config = reader.readRoot(root)
@@ -45,7 +45,7 @@ public struct ConfigReader {
             reader.report(root.mark, "the config could not be read",
                           hint: "it must be a YAML mapping with site, device, levels and spots or lanes (see hardware/examples)")
         }
-        throw ConfigIssues(reader.issues.sorted { ($0.mark.line, $0.mark.column) < ($1.mark.line, $1.mark.column) })
+        throw ConfigError(reader.issues.sorted { ($0.mark.line, $0.mark.column) < ($1.mark.line, $1.mark.column) })
     }
 
     mutating func report(_ mark: Mark, _ message: String, hint: String? = nil) {

@@ -4,14 +4,7 @@ public enum DurationText {
     /// monotonic instants it is added to.
     public static let longest: Duration = .seconds(365 * 86_400)
 
-    public enum Problem: Error, Sendable {
-        /// Not a number and a unit.
-        case notADuration
-        /// A duration, but longer than `longest`.
-        case tooLong
-    }
-
-    public static func read(_ text: String) throws(Problem) -> Duration {
+    public static func read(_ text: String) throws(DurationTextError) -> Duration {
         let trimmed = text.trimmingSpaces
         if trimmed == "0" { return .zero }
         let units: [(String, Double)] = [("ms", 1e-3), ("s", 1), ("m", 60), ("h", 3600), ("d", 86400)]
@@ -66,4 +59,11 @@ extension StringProtocol {
         }
         return String(decoding: bytes[start..<end], as: UTF8.self)
     }
+}
+
+public enum DurationTextError: Error, Sendable {
+    /// Not a number and a unit.
+    case notADuration
+    /// A duration, but longer than `longest`.
+    case tooLong
 }

@@ -32,7 +32,7 @@ public final class DurableOutbox: Outbox {
     public static func open(directory: String, capacity: Int, eventsKept: Int = eventsKeptAtMost) throws(UplinkError)
         -> (DurableOutbox, problems: [String]) {
         if let problem = DurableFile.makeDirectory(directory) {
-            throw UplinkError(.outbox, "cannot create outbox directory: \(problem)", code: problem.code)
+            throw UplinkError(.outbox, "cannot create outbox directory: \(problem)", errno: problem.errno)
         }
         let (log, loaded) = try OutboxLog.open(path: directory + "/outbox.log",
                                                sizeLimit: OutboxLog.sizeLimit(events: max(capacity, eventsKept)))

@@ -124,7 +124,7 @@ final class OutboxLog {
         case .success(let done):
             if let done { problems.append("outbox file damaged: \(done); seqs the last run had not settled declared dropped") }
         case .failure(let failure):
-            throw UplinkError(.outbox, "cannot open outbox file: \(failure.message)", code: failure.code)
+            throw UplinkError(.outbox, "cannot open outbox file: \(failure.message)", errno: failure.errno)
         }
         var bytes: [UInt8]
         switch DurableFile.readState(path: path, limit: sizeLimit) {
@@ -135,7 +135,8 @@ final class OutboxLog {
         case .tooLarge(let failure):
             let aside = path + ".corrupt-\(time(nil))"
             guard rename(path, aside) == 0 else {
-                throw UplinkError(.outbox, "outbox file \(path) is too large and cannot be moved aside: \(DurableFile.errnoText())", code: errno)
+                let errno = Errno.current
+                throw UplinkError(.outbox, "outbox file \(path) is too large and cannot be moved aside: \(errno)", errno: errno)
             }
             problems.append("outbox file damaged: \(failure.message) (an outbox of at most \(sizeLimit / eventBytesBound) events): "
                             + "kept aside as \(aside), not read; seqs the last run had not settled declared dropped")
@@ -146,7 +147,7 @@ final class OutboxLog {
             let aside = path + ".unreadable-\(time(nil))"
             guard rename(path, aside) == 0 else {
                 throw UplinkError(.outbox, "cannot read outbox file: \(failure.message), and cannot move it aside: "
-                                  + DurableFile.errnoText(), code: failure.code)
+                                  + Errno.current.description, errno: failure.errno)
             }
             problems.append("outbox file damaged: cannot read it (\(failure.message)): kept aside as \(aside), not read; "
                             + "seqs the last run had not settled declared dropped")
@@ -164,7 +165,7 @@ final class OutboxLog {
                                 + (seqs.isEmpty ? "only removals lost (their events are sent again)" : "seqs \(seqs) declared dropped"))
                 bytes = []
             } else {
-                throw UplinkError(.outbox, "outbox file \(path) is damaged and cannot be moved aside: \(DurableFile.errnoText())")
+                throw UplinkError(.outbox, "outbox file \(path) is damaged and cannot be moved aside: \(Errno.current)")
             }
         }
         var reserved = off_t(bytes.count)
@@ -173,14 +174,14 @@ final class OutboxLog {
                             + "\(parsed.contentEnd - parsed.goodEnd) bytes dropped, \(entries.count) events kept")
             // The reserve goes too: it is written again, zeroed, before the next record needs it.
             if truncate(path, off_t(parsed.goodEnd)) != 0 {
-                throw UplinkError(.outbox, "cannot repair outbox file \(path): \(DurableFile.errnoText())")
+                throw UplinkError(.outbox, "cannot repair outbox file \(path): \(Errno.current)")
             }
             reserved = off_t(parsed.goodEnd)
         }
         let fd = Glibc.open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0o640)
         guard fd >= 0 else {
-            let failure = DurableFile.Failure.errno("cannot open outbox file \(path)")   // errno read before any message is built
-            throw UplinkError(.outbox, failure.message, code: failure.code)
+            let failure = FileError.current("cannot open outbox file \(path)")   // errno read before any message is built
+            throw UplinkError(.outbox, failure.message, errno: failure.errno)
         }
         let log = OutboxLog(path: path, fd: fd, highest: parsed.highest, size: off_t(parsed.goodEnd), reserved: reserved)
         // What the damage took is kept in the new file as drop records too: the damaged one is aside now, and a crash
@@ -217,16 +218,17 @@ final class OutboxLog {
             reserveRefused = true
             failure = DurableFile.writeAll(fd, bytes, at: size)
         }
-        if let code = failure {
+        if let errno = failure {
             // Take back a partial record, so the file ends on a whole one (and with it the reserve).
             _ = ftruncate(fd, size)
             reserved = size
-            throw UplinkError(.outbox, "cannot write outbox file \(path): \(DurableFile.describe(code))", code: code)
+            throw UplinkError(.outbox, "cannot write outbox file \(path): \(errno)", errno: errno)
         }
         reserved = grows ? end + off_t(OutboxLog.reserveChunk) : max(reserved, end)
         size = end
         if sync && fdatasync(fd) != 0 {
-            throw UplinkError(.outbox, "cannot sync outbox file \(path): \(DurableFile.errnoText())", code: errno)
+            let errno = Errno.current
+            throw UplinkError(.outbox, "cannot sync outbox file \(path): \(errno)", errno: errno)
         }
         highest = max(highest, stored)
     }
@@ -241,12 +243,12 @@ final class OutboxLog {
         if DurableFile.replace(path: path, with: bytes + OutboxLog.zeros) != nil {
             withReserve = false
             if let problem = DurableFile.replace(path: path, with: bytes) {
-                throw UplinkError(.outbox, "cannot rewrite outbox file: \(problem)", code: problem.code)
+                throw UplinkError(.outbox, "cannot rewrite outbox file: \(problem)", errno: problem.errno)
             }
         }
         // The descriptor still points at the old file: move it to the new one.
         let fresh = Glibc.open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
-        guard fresh >= 0 else { throw UplinkError(.outbox, "cannot reopen outbox file \(path): \(DurableFile.errnoText())") }
+        guard fresh >= 0 else { throw UplinkError(.outbox, "cannot reopen outbox file \(path): \(Errno.current)") }
         dup2(fresh, fd)
         close(fresh)
         size = off_t(bytes.count)

@@ -21,7 +21,7 @@ public struct OutboxPeek: Sendable {
         case found(OutboxPeek)
         case absent
         /// What stopped the read, and its errno (EACCES: another user's directory).
-        case unreadable(String, errno: Int32?)
+        case unreadable(String, errno: Errno?)
     }
 
     public static func look(directory: String) -> Look {
@@ -33,7 +33,7 @@ public struct OutboxPeek: Sendable {
         case .absent:
             return .absent
         case .unreadable(let failure), .tooLarge(let failure):
-            return .unreadable(failure.message, errno: failure.code)
+            return .unreadable(failure.message, errno: failure.errno)
         }
     }
 }

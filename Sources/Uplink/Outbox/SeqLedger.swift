@@ -52,12 +52,13 @@ public final class SeqLedger {
         var problems: [String] = []
         switch DurableFile.setAsideIfNotRegular(path) {
         case .success(let done): if let done { problems.append(done) }
-        case .failure(let failure): throw UplinkError(.outbox, "cannot open sequence ledger: \(failure.message)", code: failure.code)
+        case .failure(let failure): throw UplinkError(.outbox, "cannot open sequence ledger: \(failure.message)", errno: failure.errno)
         }
         // Neither through a link nor waiting on a FIFO put there since; anything but a regular file is refused.
         let fd = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0o640)
         guard fd >= 0 else {
-            throw UplinkError(.outbox, "cannot open sequence ledger \(path): \(DurableFile.errnoText())", code: errno)
+            let errno = Errno.current
+            throw UplinkError(.outbox, "cannot open sequence ledger \(path): \(errno)", errno: errno)
         }
         var st = stat()
         guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG else {
@@ -88,7 +89,7 @@ public final class SeqLedger {
             let rc = posix_fallocate(fd, 0, off_t(2 * slotSize))
             if rc != 0 {
                 close(fd)
-                throw UplinkError(.outbox, "cannot allocate sequence ledger \(path): \(DurableFile.describe(rc))", code: rc)
+                throw UplinkError(.outbox, "cannot allocate sequence ledger \(path): \(Errno(rc))", errno: Errno(rc))
             }
             DurableFile.syncDirectory(of: path)
         }
@@ -123,11 +124,12 @@ public final class SeqLedger {
         let offset = off_t(Int(next % 2) * SeqLedger.slotSize)
         let n = slot.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, offset) }
         guard n == slot.count else {
-            let code = n < 0 ? errno : EIO
-            throw UplinkError(.outbox, "cannot write sequence ledger \(path): \(DurableFile.describe(code))", code: code)
+            let errno = n < 0 ? Errno.current : .ioError
+            throw UplinkError(.outbox, "cannot write sequence ledger \(path): \(errno)", errno: errno)
         }
         guard fdatasync(fd) == 0 else {
-            throw UplinkError(.outbox, "cannot sync sequence ledger \(path): \(DurableFile.errnoText())", code: errno)
+            let errno = Errno.current
+            throw UplinkError(.outbox, "cannot sync sequence ledger \(path): \(errno)", errno: errno)
         }
         generation = next
     }

@@ -1,10 +1,12 @@
+import SystemIO
+
 /// A failed libgpiod call: the errno it left (both libgpiod adapters, 1.6 and 2.x, throw these).
-struct CError: Error {
-    var errno: Int32
+struct GpiodError: Error {
+    var errno: Errno
 }
 
 /// A refused line request: the errno, and who held the line (kernel consumer label) when there was one.
-struct RequestFailure: Error {
-    var errno: Int32
+struct LineRequestError: Error {
+    var errno: Errno
     var holder: String?
 }
