@@ -22,7 +22,7 @@ final class BenchUplink {
         return lost.count
     }
 
-    func handle(_ event: UplinkEvent) {
+    func handle(_ event: LinkEvent) {
         if let input = session.handle(event) { deliver(input) }
     }
 

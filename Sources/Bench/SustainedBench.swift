@@ -27,7 +27,7 @@ func sustainedBench(port: Int, directory: String) async {
     }
 }
 
-private enum Input { case uplink(UplinkEvent), read }
+private enum Input { case uplink(LinkEvent), read }
 
 /// Offers `rate` events a second for `seconds`, then waits for the outbox to empty (10 s at most).
 /// Returns how many events the outbox gave up.

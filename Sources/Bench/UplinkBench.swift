@@ -24,7 +24,7 @@ func uplinkBench(port: Int, directory: String) async {
 
     // 2. Drain of 200 buffered events, and 3. sustained QoS 1.
     guard let (outbox, _) = try? DurableOutbox.open(directory: directory + "/drain", capacity: 200) else { return }
-    let (stream, continuation) = AsyncStream.makeStream(of: UplinkEvent.self)
+    let (stream, continuation) = AsyncStream.makeStream(of: LinkEvent.self)
     let link = MQTTLink(settings: LinkSettings(brokers: [.init(host: "127.0.0.1", port: port, tls: false)],
                                                clientID: "bench", keepaliveSeconds: 30, will: nil, subscriptions: []))
     { continuation.yield($0) }

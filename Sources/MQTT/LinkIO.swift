@@ -56,7 +56,7 @@ struct LinkIO: Sendable {
 
     /// One round after a poll: `revents` are the socket's (0 when the poll timed out); what the callbacks reported
     /// goes to `deliver`, together.
-    mutating func round(revents: Int16, now: Int64, deliver: ([UplinkEvent]) -> Void) -> Round {
+    mutating func round(revents: Int16, now: Int64, deliver: ([LinkEvent]) -> Void) -> Round {
         // Whatever the round (or a publish since the last one) brought: PUBACKs, messages, QoS 0 publishes written.
         defer {
             let events = connection.takeEvents()

@@ -22,7 +22,7 @@ public final class MQTTLink: Sendable {
     }
 
     private let settings: LinkSettings
-    private let emit: @Sendable ([UplinkEvent]) -> Void
+    private let emit: @Sendable ([LinkEvent]) -> Void
     /// The live connection, if any. Publishes and the loop thread's teardown take this lock.
     private let current = Mutex<MosquittoConnection?>(nil)
     private let stopping = Atomic<Bool>(false)
@@ -35,13 +35,13 @@ public final class MQTTLink: Sendable {
 
     /// `emit` gets the events of one round of the network loop together, in order. `hosted`: the caller runs a live
     /// connection's rounds on its own thread (`hostedPoll`, `serviceHosted`), as the agent's event loop does.
-    public init(settings: LinkSettings, hosted: Bool = false, emitAll emit: @escaping @Sendable ([UplinkEvent]) -> Void) {
+    public init(settings: LinkSettings, hosted: Bool = false, emitAll emit: @escaping @Sendable ([LinkEvent]) -> Void) {
         self.settings = settings
         self.hosted = hosted
         self.emit = emit
     }
 
-    public convenience init(settings: LinkSettings, emit: @escaping @Sendable (UplinkEvent) -> Void) {
+    public convenience init(settings: LinkSettings, emit: @escaping @Sendable (LinkEvent) -> Void) {
         self.init(settings: settings, emitAll: { events in events.forEach(emit) })
     }
 

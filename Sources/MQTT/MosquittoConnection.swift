@@ -26,20 +26,20 @@ package final class MosquittoConnection: @unchecked Sendable {
     final class CallbackContext: Sendable {
         let number: UInt64
         let broker: String
-        let events = Mutex<[UplinkEvent]>([])
+        let events = Mutex<[LinkEvent]>([])
         /// -1 until CONNACK; then the CONNACK code (0 accepted).
         let connack = Atomic<Int32>(-1)
         let received = Atomic<UInt64>(0)
         /// Where a broker probe's callbacks report at once (nil for the link, whose events wait in `events`).
-        let direct: (@Sendable (UplinkEvent) -> Void)?
+        let direct: (@Sendable (LinkEvent) -> Void)?
         /// A broker probe's record of acknowledgements and library errors; nil for the link.
         let recorder: ProbeRecorder?
-        /// A message with a longer payload is dropped unread (`UplinkEvent.oversized`).
+        /// A message with a longer payload is dropped unread (`LinkEvent.oversized`).
         let maximumIncoming: Int
         /// The reason code of an MQTT 5 DISCONNECT the broker sent (-1: none came).
         let disconnectReason = Atomic<Int32>(-1)
 
-        init(number: UInt64, broker: String, emit: (@Sendable (UplinkEvent) -> Void)? = nil, recorder: ProbeRecorder? = nil,
+        init(number: UInt64, broker: String, emit: (@Sendable (LinkEvent) -> Void)? = nil, recorder: ProbeRecorder? = nil,
              maximumIncoming: Int? = nil) {
             self.number = number
             self.broker = broker
@@ -48,7 +48,7 @@ package final class MosquittoConnection: @unchecked Sendable {
             self.maximumIncoming = maximumIncoming ?? Int.max
         }
 
-        func emit(_ event: UplinkEvent) {
+        func emit(_ event: LinkEvent) {
             if let direct { direct(event) } else { events.withLock { $0.append(event) } }
         }
     }
@@ -73,7 +73,7 @@ package final class MosquittoConnection: @unchecked Sendable {
     }
 
     static func make(settings: LinkSettings, broker: LinkSettings.Broker, number: UInt64,
-                     emit: (@Sendable (UplinkEvent) -> Void)? = nil,
+                     emit: (@Sendable (LinkEvent) -> Void)? = nil,
                      recorder: ProbeRecorder? = nil) throws(MQTTError) -> MosquittoConnection {
         guard libraryReady else { throw MQTTError("libmosquitto failed to initialise") }
         let context = Unmanaged.passRetained(CallbackContext(number: number, broker: broker.description, emit: emit,
@@ -121,7 +121,7 @@ package final class MosquittoConnection: @unchecked Sendable {
     /// Starts a non-blocking connect; the network loop completes it. With MQTT 5 and a limit on what the broker may
     /// send, the CONNECT carries it (maximum packet size): libmosquitto 2.0 takes CONNECT properties only in its
     /// blocking connect, whose TCP connect waits for the kernel's SYN retries (about 2 minutes) on a broker that drops
-    /// packets, so the link first proves the broker answers (`MQTTLink.reachable`, bounded); the rest (TLS, CONNACK)
+    /// packets, so the link first proves the broker answers (`MQTTLink.unreachable(_:within:)`, bounded); the rest (TLS, CONNACK)
     /// goes on in the network loop as usual.
     func connect(keepalive: Int) -> Int32 {
         guard let maximumPacket else { return mosquitto_connect_async(handle, broker.host, Int32(broker.port), Int32(keepalive)) }
@@ -157,7 +157,7 @@ package final class MosquittoConnection: @unchecked Sendable {
     func loopMisc() -> Int32 { mosquitto_loop_misc(handle) }
 
     /// What the callbacks reported since the last call (PUBACKs, messages), oldest first.
-    func takeEvents() -> [UplinkEvent] {
+    func takeEvents() -> [LinkEvent] {
         context.takeUnretainedValue().events.withLock { events in
             defer { events.removeAll(keepingCapacity: true) }
             return events

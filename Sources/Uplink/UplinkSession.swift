@@ -182,7 +182,7 @@ public final class UplinkSession {
 
     /// Takes the link's event; returns what it means for the delivery core (nil: nothing): a connection up or down,
     /// and the broker's answer to an event or an announcement sent on this connection.
-    public func handle(_ event: UplinkEvent) -> DeliveryCore.Input? {
+    public func handle(_ event: LinkEvent) -> DeliveryCore.Input? {
         switch event {
         case .connected(_, let number, _):
             connection = number

@@ -18,7 +18,7 @@ enum FleetCollector {
     static let connectTimeout: Duration = .seconds(10)
 
     private enum Input: Sendable {
-        case uplink(UplinkEvent)
+        case uplink(LinkEvent)
         case check
         case stop
     }

@@ -27,7 +27,7 @@ enum MonitorCommand {
         ])
 
     private enum Input: Sendable {
-        case uplink(UplinkEvent)
+        case uplink(LinkEvent)
         case check
         case stop
     }

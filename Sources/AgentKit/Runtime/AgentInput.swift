@@ -10,7 +10,7 @@ enum AgentInput: Sendable {
     /// The watchdog's, the clock check's or the outbox write's deadline passed: feed systemd's watchdog, see whether
     /// NTP set the clock, write down what the outbox's disk does not have yet.
     case housekeeping
-    case uplink(UplinkEvent)
+    case uplink(LinkEvent)
     /// The board can no longer read an input (nil: any of them), and why.
     case inputLost(Int?, String)
     /// A simulation or trace has no more line changes.

@@ -9,7 +9,7 @@ import MQTT
 
 /// The status: the socket's snapshots and the retained `status` topic.
 extension AgentRuntime {
-    // MARK: - Status (built in Sources/Agent/Status)
+    // MARK: - Status (built in Sources/AgentKit/Status)
 
     /// For the status socket's thread: the event loop answers before its next input.
     func requestStatus(_ request: StatusRequest) {
@@ -24,7 +24,7 @@ extension AgentRuntime {
     }
 
     /// Link events for the status; a new connection's birth carries the facts as they are now.
-    func noteForStatus(_ event: UplinkEvent) {
+    func noteForStatus(_ event: LinkEvent) {
         tracker.note(event, at: instantNow)
         if case .connected = event { publishStatus(statusSnapshot) }
     }

@@ -44,7 +44,7 @@ struct StatusTracker {
     }
 
     /// `now` is read only for a new connection (not for every acknowledgement).
-    mutating func note(_ event: UplinkEvent, at now: @autoclosure () -> MonotonicInstant) {
+    mutating func note(_ event: LinkEvent, at now: @autoclosure () -> MonotonicInstant) {
         switch event {
         case .connected(let name, _, _):
             broker = name

@@ -10,7 +10,7 @@ import MQTT
 import Glibc
 #endif
 
-/// The running bridge. The MQTT thread (Uplink's link) only appends messages to the queue; one
+/// The running bridge. The MQTT thread (the MQTT module's link) only appends messages to the queue; one
 /// dedicated database thread takes them in batches and applies each batch in one transaction.
 /// A batch the database fails (connection lost, read-only, full…) is kept and retried (backoff), so
 /// nothing received is dropped while the process lives; after a crash, or a stop the database held

@@ -11,7 +11,7 @@ public struct AgentConfig: Sendable {
     public var spots: [SpotConfig]
 
     /// Every input the agent reads, in a fixed order: lanes' loops a, b, then spots.
-    /// `InputID` values index this list.
+    /// A line change's `input` (an `Int`) indexes this list.
     public var inputs: [InputConfig] {
         lanes.flatMap { [$0.loopA, $0.loopB] } + spots.map(\.input)
     }

@@ -1,6 +1,6 @@
-/// What the MQTT link reports to the agent. `connection` numbers each connection: an
-/// acknowledgement only means something on the connection it came from.
-public enum UplinkEvent: Sendable {
+/// What the MQTT link reports to its owner (the agent's session, the bridge's runtime, a probe). `connection` numbers
+/// each connection: an acknowledgement only means something on the connection it came from.
+public enum LinkEvent: Sendable {
     /// `mqtt5`: the connection speaks MQTT 5 (a refused publish comes back as `refused`); false: 3.1.1, where the
     /// broker acknowledges a publish it drops like any other.
     case connected(broker: String, connection: UInt64, mqtt5: Bool)
@@ -40,7 +40,7 @@ public struct LinkSettings: Sendable {
     public var clientID: String
     public var keepaliveSeconds: Int
     /// Published retained by the broker when the link dies without saying goodbye; its payload made for each
-    /// connection from its number (the link's count of attempts, as `UplinkEvent.connected` gives it).
+    /// connection from its number (the link's count of attempts, as `LinkEvent.connected` gives it).
     public var will: Will?
     public struct Will: Sendable {
         public var topic: String
@@ -77,7 +77,7 @@ public struct LinkSettings: Sendable {
     /// (a device keeps events in its outbox; a persistent consumer has the broker queue for it).
     public var unreachableMessage: StaticString = "broker unreachable, events stay in the outbox"
     /// The largest message payload taken from the broker, in bytes (nil: no limit). A larger one is dropped in
-    /// libmosquitto's callback before it is copied (`UplinkEvent.oversized`). With MQTT 5 the CONNECT also carries a
+    /// libmosquitto's callback before it is copied (`LinkEvent.oversized`). With MQTT 5 the CONNECT also carries a
     /// maximum packet size of this plus `topicRoom`, so the broker never sends a larger packet at all; with 3.1.1 only
     /// the broker's own limit (`max_packet_size`) keeps one out of memory: libmosquitto reads a whole packet, and
     /// copies its payload once more, before the callback sees it.
