@@ -20,7 +20,8 @@ import Testing
         #expect(try runAgent(["help"]).out == r.out)
         let sub = try runAgent(["help", "check-config"])
         #expect(sub.code == 0)
-        #expect(sub.out.contains("USAGE: parkwise-agent check-config [--spots <spot-list>] <file>"))
+        #expect(sub.out.contains("USAGE: parkwise-agent check-config --config <file> [--spots <file>]"))
+        #expect(sub.out.contains("\n  <file>                  The same as --config <file>.\n"))
     }
 
     @Test func usageErrorsExit64InArgumentParserLayout() throws {
@@ -31,9 +32,9 @@ import Testing
         let missing = try runAgent(["check-config"])
         #expect(missing.code == 64)
         #expect(missing.err == """
-            Error: Missing expected argument '<file>'
-            Help: <file>                  The config file to check (YAML).
-            Usage: parkwise-agent check-config [--spots <spot-list>] <file>
+            Error: Missing expected argument '--config <file>'
+            Help: --config <file>         The config file to check (YAML).
+            Usage: parkwise-agent check-config --config <file> [--spots <file>]
               See 'parkwise-agent help check-config' for more information.
 
             """)

@@ -2,7 +2,7 @@ import ParkWiseCore
 import SystemIO
 
 /// The backend's spot ids, one a line (blank lines and `#` comments skipped), as `parkwise-bridge export-config
-/// --spot-list` writes them from ParkWise's `spots` table: `check-config --spots` refuses a spot id not in it.
+/// --spots` writes them from ParkWise's `spots` table: `check-config --spots` refuses a spot id not in it.
 struct BackendSpotList {
     let path: String
     let ids: Set<String>
@@ -19,7 +19,7 @@ struct BackendSpotList {
         case .success(let read): bytes = read
         case .failure(let failure):
             return .failure(Problem(message: "cannot read the spot list \(path): \(Errno(failure.errno))",
-                                    hint: "write it with parkwise-bridge export-config --spot-list \(path)"))
+                                    hint: "write it with parkwise-bridge export-config --spots \(path)"))
         }
         var ids: Set<String> = []
         for line in bytes.split(separator: UInt8(ascii: "\n")) {
@@ -31,7 +31,7 @@ struct BackendSpotList {
         }
         guard !ids.isEmpty else {
             return .failure(Problem(message: "the spot list \(path) has no spot id",
-                                    hint: "write it with parkwise-bridge export-config --spot-list \(path) (one id a line)"))
+                                    hint: "write it with parkwise-bridge export-config --spots \(path) (one id a line)"))
         }
         return .success(BackendSpotList(path: path, ids: ids))
     }
