@@ -20,6 +20,11 @@ public struct Deprecation: Sendable, Hashable {
     public var old: String
     public var new: String
 
+    public init(old: String, new: String) {
+        self.old = old
+        self.new = new
+    }
+
     /// `parkwise-bridge: --spot-list is deprecated, use --spots`
     public var line: String { "\(CommandSpec.program): --\(old) is deprecated, use --\(new)" }
 }

@@ -57,10 +57,13 @@ import Testing
         #expect(noConfig.err.hasPrefix("Error: Missing expected argument '--config <file>'"))
     }
 
+    /// `version` and `--version` print the same line (the bridge's, but for its name: BridgeTests.CLIConventionTests).
     @Test func versionPrints() throws {
         let r = try runAgent(["version"])
         #expect(r.code == 0)
         #expect(r.out.hasPrefix("parkwise-agent "))
+        #expect(r.out.hasSuffix(" (wire contract parkwise/v1)\n") && r.out.split(separator: "\n").count == 1, "\(r.out)")
+        #expect(try runAgent(["--version"]).out == r.out)
     }
 
     @Test func checkConfigAcceptsTheShippedExamples() throws {
