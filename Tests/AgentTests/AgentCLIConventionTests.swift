@@ -10,13 +10,7 @@ import TestSupport
     @Test func checkConfigTakesTheConfigAsConfigOrAsItsArgument() throws {
         let dir = temporaryDirectory()
         let path = dir.appendingPathComponent("agent.yaml").path
-        try """
-        site: uniandes
-        device: p2-east
-        board: simulated
-        levels: [ { id: P2, capacity: 1 } ]
-        spots: [ { id: P2-A-01, input: GPIO22 } ]
-        """.write(toFile: path, atomically: true, encoding: .utf8)
+        try writeOneSpotConfig(path)
         let list = dir.appendingPathComponent("spots.txt").path
         try "P2-A-01\n".write(toFile: list, atomically: true, encoding: .utf8)
         let named = try runAgent(["check-config", "--config", path, "--spots", list])
@@ -33,24 +27,26 @@ import TestSupport
     /// spellings read, exit 78: the same reader as the bridge's.
     @Test func configBooleansReadInAnyCaseAndABadOneIsAProblemAtItsLine() throws {
         let path = temporaryDirectory().appendingPathComponent("agent.yaml").path
-        func config(_ activeLow: String) throws {
-            try """
-            site: uniandes
-            device: p2-east
-            board: simulated
-            levels: [ { id: P2, capacity: 1 } ]
-            spots: [ { id: P2-A-01, input: GPIO22, active_low: \(activeLow) } ]
-            """.write(toFile: path, atomically: true, encoding: .utf8)
-        }
         for text in ["TRUE", "Yes", "on", "False", "NO", "Off"] {
-            try config(text)
+            try writeOneSpotConfig(path, spot: ", active_low: \(text)")
             let r = try runAgent(["check-config", "--config", path])
             #expect(r.code == 0, "\(text): \(r.err)")
         }
-        try config("maybe")
+        try writeOneSpotConfig(path, spot: ", active_low: maybe")
         let r = try runAgent(["check-config", "--config", path])
         #expect(r.code == 78)
         #expect(r.err.contains("\(path):5:52: error: active_low must be true or false, found 'maybe'\n"
                                + "    hint: write true or false (yes/no and on/off are read too, in any case)"), "\(r.err)")
     }
+}
+
+/// A valid config of one level and one spot (simulated board) at `path`; `spot` adds settings to the spot's mapping.
+func writeOneSpotConfig(_ path: String, spot: String = "") throws {
+    try """
+    site: uniandes
+    device: p2-east
+    board: simulated
+    levels: [ { id: P2, capacity: 1 } ]
+    spots: [ { id: P2-A-01, input: GPIO22\(spot) } ]
+    """.write(toFile: path, atomically: true, encoding: .utf8)
 }

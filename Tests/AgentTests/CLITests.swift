@@ -112,13 +112,7 @@ import Testing
     /// The summary counts in the garage's words, singular for one (issue 33: "1 level (1 spaces)").
     @Test func checkConfigSaysOneSpaceNotOneSpaces() throws {
         let path = temporaryDirectory().appendingPathComponent("one.yaml").path
-        try """
-        site: uniandes
-        device: p2-east
-        board: simulated
-        levels: [ { id: P2, capacity: 1 } ]
-        spots: [ { id: P2-A-01, input: GPIO22 } ]
-        """.write(toFile: path, atomically: true, encoding: .utf8)
+        try writeOneSpotConfig(path)
         let r = try runAgent(["check-config", path])
         #expect(r.code == 0, "\(r.err)")
         #expect(r.out.contains("1 level (1 space), 0 lanes, 1 spot, 1 input"), "\(r.out)")
