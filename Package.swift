@@ -89,7 +89,7 @@ let package = Package(
         // PostgreSQL through libpq: one owner per handle, parameterized statements only.
         .target(name: "Postgres", dependencies: ["CPostgres"], path: "Sources/Postgres"),
         // Command-line conventions shared by the agent and the bridge: specs, help, exit codes, signals.
-        .target(name: "ParkWiseCLI", dependencies: ["ParkWiseCore", "ParkWiseLog"], path: "Sources/CLI"),
+        .target(name: "ParkWiseCLI", dependencies: ["ParkWiseCore", "ParkWiseLog"], path: "Sources/CLI", exclude: ["README.md"]),
         // What `parkwise-agent` runs, as a library tests import: the commands, the runtime (event loop, stamping,
         // device state), the status (its model, socket, views), doctor and the walk-test.
         .target(name: "AgentKit",

@@ -1,14 +1,32 @@
 /// A parsed command line: positional arguments, `--option value` pairs and `--flag`s, checked
-/// against what the command declares. Layout and exit codes follow swift-argument-parser.
+/// against what the command declares. Layout and exit codes follow swift-argument-parser; the conventions both
+/// programs follow are in README.md beside this file.
 public struct ParsedArguments {
     public var positionals: [String] = []
+    /// Values by the option's name (never by an older spelling it was given as).
     public var options: [String: String] = [:]
     public var flags: Set<String> = []
+    /// The older spellings this command line used, in order.
+    public var deprecations: [Deprecation] = []
 
     public init() {}
 
     public func option(_ name: String) -> String? { options[name] }
     public func flag(_ name: String) -> Bool { flags.contains(name) }
+}
+
+/// An option given by an older spelling: accepted as the new one, with one line on stderr saying so.
+public struct Deprecation: Sendable, Hashable {
+    public var old: String
+    public var new: String
+
+    public init(old: String, new: String) {
+        self.old = old
+        self.new = new
+    }
+
+    /// `parkwise-bridge: --spot-list is deprecated, use --spots`
+    public var line: String { "\(CommandSpec.program): --\(old) is deprecated, use --\(new)" }
 }
 
 public struct CommandSpec: Sendable {
@@ -30,11 +48,28 @@ public struct CommandSpec: Sendable {
         public var value: String?   // nil: a flag
         public var help: String
         public var required = false
-        public init(name: String, value: String?, help: String, required: Bool = false) {
+        /// Also accepted as the command's argument (`check-config FILE` is `check-config --config FILE`): an alias
+        /// kept for good, not deprecated. One option of a command at most, after its declared arguments.
+        public var positional = false
+        /// Older names still accepted, each with a deprecation line (`spot-list` for `spots`).
+        public var deprecated: [String] = []
+        public init(name: String, value: String?, help: String, required: Bool = false, positional: Bool = false,
+                    deprecated: [String] = []) {
             self.name = name
             self.value = value
             self.help = help
             self.required = required
+            self.positional = positional
+            self.deprecated = deprecated
+        }
+
+        /// `--name <value>`, or `--name` for a flag.
+        var text: String { "--\(name)" + (value.map { " <\($0)>" } ?? "") }
+
+        /// `--config <file>`: the config file of a command that reads one, the same name in every command of both
+        /// programs.
+        public static func config(help: String, required: Bool = false, positional: Bool = false) -> Option {
+            Option(name: "config", value: "file", help: help, required: required, positional: positional)
         }
     }
 
@@ -54,10 +89,7 @@ public struct CommandSpec: Sendable {
 
     public var usage: String {
         var parts = [CommandSpec.program, name]
-        for o in options {
-            let text = o.value.map { "--\(o.name) <\($0)>" } ?? "--\(o.name)"
-            parts.append(o.required ? text : "[\(text)]")
-        }
+        for o in options { parts.append(o.required ? o.text : "[\(o.text)]") }
         for a in arguments { parts.append(a.optional ? "[<\(a.name)>]" : "<\(a.name)>") }
         return parts.joined(separator: " ")
     }
@@ -66,13 +98,22 @@ public struct CommandSpec: Sendable {
         var text = "OVERVIEW: \(abstract)\n"
         if let discussion { text += "\n\(discussion)\n" }
         text += "\nUSAGE: \(usage)\n"
-        if !arguments.isEmpty {
+        let aliases = options.filter(\.positional)
+        if !arguments.isEmpty || !aliases.isEmpty {
             text += "\nARGUMENTS:\n"
             for a in arguments { text += row("<\(a.name)>", a.help) }
+            for o in aliases { text += row("<\(o.value ?? o.name)>", "The same as --\(o.name) <\(o.value ?? o.name)>.") }
         }
         text += "\nOPTIONS:\n"
-        for o in options { text += row("--\(o.name)" + (o.value.map { " <\($0)>" } ?? ""), o.help) }
+        for o in options { text += row(o.text, o.help) }
         text += row("-h, --help", "Show help information.")
+        let deprecated = options.flatMap { o in o.deprecated.map { (o, $0) } }
+        if !deprecated.isEmpty {
+            text += "\nDEPRECATED:\n"
+            for (o, old) in deprecated {
+                text += row("--\(old)" + (o.value.map { " <\($0)>" } ?? ""), "Use \(o.text); still accepted, with a line on stderr.")
+            }
+        }
         return text
     }
 
@@ -88,9 +129,11 @@ public struct CommandSpec: Sendable {
                     inline = String(name[name.index(after: eq)...])
                     name = String(name[..<eq])
                 }
-                guard let spec = options.first(where: { $0.name == name }) else {
+                guard let spec = options.first(where: { $0.name == name || $0.deprecated.contains(name) }) else {
                     throw UsageError(command: self, message: "Unknown option '--\(name)'")
                 }
+                if spec.name != name { parsed.deprecations.append(Deprecation(old: name, new: spec.name)) }
+                name = spec.name
                 if spec.value != nil {
                     if let inline { parsed.options[name] = inline } else {
                         guard i + 1 < args.count else {
@@ -110,9 +153,15 @@ public struct CommandSpec: Sendable {
             }
             i += 1
         }
+        if let alias = options.first(where: \.positional), parsed.positionals.count > arguments.count {
+            let value = parsed.positionals.remove(at: arguments.count)
+            guard parsed.options[alias.name] == nil else {
+                throw UsageError(command: self, message: "'\(value)' and '--\(alias.name)' both name the \(alias.value ?? alias.name): give it once")
+            }
+            parsed.options[alias.name] = value
+        }
         if let missing = options.first(where: { $0.required && parsed.options[$0.name] == nil }) {
-            throw UsageError(command: self, message: "Missing expected argument '--\(missing.name) <\(missing.value ?? "")>'",
-                             helpLine: row("--\(missing.name) <\(missing.value ?? "")>", missing.help))
+            throw UsageError(command: self, message: "Missing expected argument '\(missing.text)'", helpLine: row(missing.text, missing.help))
         }
         let required = arguments.filter { !$0.optional }.count
         if parsed.positionals.count < required {

@@ -20,7 +20,8 @@ import Testing
         #expect(try runAgent(["help"]).out == r.out)
         let sub = try runAgent(["help", "check-config"])
         #expect(sub.code == 0)
-        #expect(sub.out.contains("USAGE: parkwise-agent check-config [--spots <spot-list>] <file>"))
+        #expect(sub.out.contains("USAGE: parkwise-agent check-config --config <file> [--spots <file>]"))
+        #expect(sub.out.contains("\n  <file>                  The same as --config <file>.\n"))
     }
 
     @Test func usageErrorsExit64InArgumentParserLayout() throws {
@@ -31,9 +32,9 @@ import Testing
         let missing = try runAgent(["check-config"])
         #expect(missing.code == 64)
         #expect(missing.err == """
-            Error: Missing expected argument '<file>'
-            Help: <file>                  The config file to check (YAML).
-            Usage: parkwise-agent check-config [--spots <spot-list>] <file>
+            Error: Missing expected argument '--config <file>'
+            Help: --config <file>         The config file to check (YAML).
+            Usage: parkwise-agent check-config --config <file> [--spots <file>]
               See 'parkwise-agent help check-config' for more information.
 
             """)
@@ -56,10 +57,13 @@ import Testing
         #expect(noConfig.err.hasPrefix("Error: Missing expected argument '--config <file>'"))
     }
 
+    /// `version` and `--version` print the same line (the bridge's, but for its name: BridgeTests.CLIConventionTests).
     @Test func versionPrints() throws {
         let r = try runAgent(["version"])
         #expect(r.code == 0)
         #expect(r.out.hasPrefix("parkwise-agent "))
+        #expect(r.out.hasSuffix(" (wire contract parkwise/v1)\n") && r.out.split(separator: "\n").count == 1, "\(r.out)")
+        #expect(try runAgent(["--version"]).out == r.out)
     }
 
     @Test func checkConfigAcceptsTheShippedExamples() throws {
@@ -108,13 +112,7 @@ import Testing
     /// The summary counts in the garage's words, singular for one (issue 33: "1 level (1 spaces)").
     @Test func checkConfigSaysOneSpaceNotOneSpaces() throws {
         let path = temporaryDirectory().appendingPathComponent("one.yaml").path
-        try """
-        site: uniandes
-        device: p2-east
-        board: simulated
-        levels: [ { id: P2, capacity: 1 } ]
-        spots: [ { id: P2-A-01, input: GPIO22 } ]
-        """.write(toFile: path, atomically: true, encoding: .utf8)
+        try writeOneSpotConfig(path)
         let r = try runAgent(["check-config", path])
         #expect(r.code == 0, "\(r.err)")
         #expect(r.out.contains("1 level (1 space), 0 lanes, 1 spot, 1 input"), "\(r.out)")

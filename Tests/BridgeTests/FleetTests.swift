@@ -10,7 +10,7 @@ import TestSupport
         let config = fixture.dir.appendingPathComponent("\(device).yaml").path
         let list = fixture.dir.appendingPathComponent("spots-\(device).txt").path
         let result = try runBridge(["export-config", "--database", fixture.url, "--level", level, "--site", "garage",
-                                    "--device", device, "--output", config, "--spot-list", list] + (zone.map { ["--zone", $0] } ?? []))
+                                    "--device", device, "--output", config, "--spots", list] + (zone.map { ["--zone", $0] } ?? []))
         #expect(result.code == 0, "\(result.err)")
         return (config, list)
     }

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Writes parkwise-agent(1) or parkwise-bridge(1) in roff from the program's own `help` output, so the man
 page never drifts from the CLI. The program is run as given (e.g. under qemu-aarch64-static for an arm64
-build); its name is the program file's, its version what `--version` prints. FILE:TEXT arguments make the FILES
-section.
+build); its name is the program file's, its version the second word of what `--version` prints (`NAME VERSION
+(wire contract ...)`). The program's CONVENTIONS (--config, version, older spellings) and every subcommand's
+DEPRECATED options make sections of their own. FILE:TEXT arguments make the FILES section.
 
     help2man.py DATE [FILE:TEXT...] -- COMMAND...
     e.g. help2man.py 2026-12-01 "/etc/parkwise-agent/agent.yaml:The configuration." -- .build/release/parkwise-agent
@@ -63,7 +64,7 @@ def main():
     split = sys.argv.index("--")
     date, files, command = sys.argv[1], sys.argv[2:split], sys.argv[split + 1:]
     top, _, _, sections = parse(run(command, "help"))
-    program, version = command[-1].rsplit("/", 1)[-1], run(command, "--version").split()[-1]
+    program, version = command[-1].rsplit("/", 1)[-1], run(command, "--version").split()[1]
     me = roff(program)
     name = top.partition(": ")[0]
     page = [
@@ -77,8 +78,11 @@ def main():
         ".PP",
         f"Generated from \\fB{me} help\\fR and \\fB{me} help\\fR \\fIsubcommand\\fR.",
         ".SH OPTIONS", *options(sections.get("OPTIONS", [])),
-        ".SH SUBCOMMANDS",
     ]
+    if sections.get("CONVENTIONS"):
+        page += [".SH CONVENTIONS", *options(sections["CONVENTIONS"])]
+    page += [".SH SUBCOMMANDS"]
+    deprecated = []
     for sub, _ in sections.get("SUBCOMMANDS", []):
         if sub == "help":
             continue
@@ -91,7 +95,15 @@ def main():
             page += [".PP", "Arguments:", ".RS", *options(subsections["ARGUMENTS"]), ".RE"]
         if subsections.get("OPTIONS"):
             page += [".PP", "Options:", ".RS", *options(subsections["OPTIONS"]), ".RE"]
-    page += [".SS help", f"Show help for a subcommand: \\fB{me} help\\fR \\fIsubcommand\\fR.", ".SH FILES"]
+        if subsections.get("DEPRECATED"):
+            page += [".PP", "Deprecated:", ".RS", *options(subsections["DEPRECATED"]), ".RE"]
+            deprecated += [[f"{sub} {name}", text] for name, text in subsections["DEPRECATED"]]
+    page += [".SS help", f"Show help for a subcommand: \\fB{me} help\\fR \\fIsubcommand\\fR."]
+    if deprecated:
+        page += [".SH DEPRECATED",
+                 "Older spellings, still accepted; each prints one line on standard error naming the new one.",
+                 *options(deprecated)]
+    page += [".SH FILES"]
     for file in files:
         path, _, text = file.partition(":")
         page += [".TP", f"\\fI{roff(path)}\\fR", roff(text)]

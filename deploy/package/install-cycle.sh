@@ -21,11 +21,11 @@ case $package in
     parkwise-agent)
         user=parkwise
         settings=("/etc/parkwise-agent/agent.yaml root:parkwise:640")
-        hint="  sudo parkwise-agent check-config /etc/parkwise-agent/agent.yaml && sudo systemctl enable --now parkwise-agent" ;;
+        hint="  sudo parkwise-agent check-config --config /etc/parkwise-agent/agent.yaml && sudo systemctl enable --now parkwise-agent" ;;
     parkwise-bridge)
         user=parkwise-bridge
         settings=("/etc/parkwise-bridge/environment root:root:600" "/etc/parkwise-bridge/bridge.yaml root:parkwise-bridge:640")
-        hint="  sudo parkwise-bridge check-config /etc/parkwise-bridge/bridge.yaml && sudo systemctl enable --now parkwise-bridge" ;;
+        hint="  sudo parkwise-bridge check-config --config /etc/parkwise-bridge/bridge.yaml && sudo systemctl enable --now parkwise-bridge" ;;
     *) echo "install-cycle: $deb is $package, not parkwise-agent or parkwise-bridge" >&2; exit 1 ;;
 esac
 work=$(mktemp -d /tmp/parkwise-cycle.XXXXXX)

@@ -62,7 +62,7 @@ release=$(cross_debian_release "$suite")
 libdir=lib
 [ "$suite" = bookworm ] || libdir=usr/lib
 
-upstream=$("${program[@]}" --version | awk '{print $NF}')
+upstream=$("${program[@]}" --version | awk 'NR == 1 {print $2}')   # NAME VERSION (wire contract ...)
 changelog=$files/changelog
 # The changelog's top entry is UPSTREAM-REVISION: a packaging-only fix is a new revision of the same program.
 top=$(sed -n "1s/^$package (\\([^)]*\\)).*/\\1/p" "$changelog")

@@ -14,7 +14,7 @@ struct BackendSpotList {
         case .success(let read): bytes = read
         case .failure(let failure):
             return .failure(BackendSpotListError(message: "cannot read the spot list \(path): \(failure.errno.map(\.description) ?? "not a regular file")",
-                                    hint: "write it with parkwise-bridge export-config --spot-list \(path)"))
+                                                 hint: "write it with parkwise-bridge export-config --spots \(path)"))
         }
         var ids: Set<String> = []
         for line in bytes.split(separator: UInt8(ascii: "\n")) {
@@ -26,7 +26,7 @@ struct BackendSpotList {
         }
         guard !ids.isEmpty else {
             return .failure(BackendSpotListError(message: "the spot list \(path) has no spot id",
-                                    hint: "write it with parkwise-bridge export-config --spot-list \(path) (one id a line)"))
+                                                 hint: "write it with parkwise-bridge export-config --spots \(path) (one id a line)"))
         }
         return .success(BackendSpotList(path: path, ids: ids))
     }

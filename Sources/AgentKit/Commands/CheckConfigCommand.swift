@@ -11,16 +11,16 @@ enum CheckConfigCommand {
             CN are the device id (the broker's ACL needs it). Run as root, it also checks that the service's user (parkwise, or
             $PARKWISE_AGENT_USER) may read the config and those files, and that the installed systemd unit
             (with its drop-ins) lets the service write outbox.path. With --spots, every spot id must be in
-            that list (the backend's spots, one id a line, as `parkwise-bridge export-config --spot-list`
+            that list (the backend's spots, one id a line, as `parkwise-bridge export-config --spots`
             writes it). A spot whose input is still UNSET (as export-config leaves it) is refused as
             "input not set". Exit 0 when the file is valid, 78 when it is not.
             """,
-        arguments: [.init(name: "file", help: "The config file to check (YAML).")],
-        options: [.init(name: "spots", value: "spot-list",
+        options: [.config(help: "The config file to check (YAML).", required: true, positional: true),
+                  .init(name: "spots", value: "file",
                         help: "The backend's spot ids, one a line (# comments): refuse a spot id not in it.")])
 
     static func run(_ args: ParsedArguments) -> Int32 {
-        let path = args.positionals[0]
+        let path = args.option("config")!
         let config: AgentConfig
         do { config = try ConfigFile.load(path: path) } catch {
             printConfigProblems(error, path: path)

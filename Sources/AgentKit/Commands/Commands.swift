@@ -1,4 +1,5 @@
 import ParkWiseCLI
+import ParkWiseContract
 
 /// The subcommands, in the order `help` lists them.
 public enum Commands {
@@ -7,9 +8,9 @@ public enum Commands {
         ParkWise gate & sensor agent: reads a garage's lane loops and spot sensors and
         publishes occupancy, passages, check-ins and faults over MQTT.
         """,
-        version: AgentVersion.current,
+        version: AgentVersion.current, contract: Topics.root,
         commands: [RunCommand.spec, CheckConfigCommand.spec, DoctorCommand.spec, LinesCommand.spec, DiagnoseCommand.spec,
-                   WalkTestCommand.spec, StatusCommand.spec, MonitorCommand.spec, VersionCommand.spec],
+                   WalkTestCommand.spec, StatusCommand.spec, MonitorCommand.spec],
         onSite: [
             ("doctor", "Checks config, files, inputs, outbox, broker; each failure with its fix."),
             ("walk-test", "Trigger each loop and spot in turn: is each sensor on its line?"),
@@ -27,7 +28,6 @@ public enum Commands {
             case CheckConfigCommand.spec.name: return CheckConfigCommand.run(parsed)
             case LinesCommand.spec.name: return LinesCommand.run(parsed)
             case DiagnoseCommand.spec.name: return DiagnoseCommand.run(parsed)
-            case VersionCommand.spec.name: return VersionCommand.run(parsed)
             default: return nil
             }
         }

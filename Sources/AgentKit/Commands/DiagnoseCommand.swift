@@ -18,7 +18,7 @@ enum DiagnoseCommand {
         a line can have only one user.
         """,
         options: [
-            .init(name: "config", value: "file", help: "The config file (YAML).", required: true),
+            .config(help: "The config file (YAML).", required: true),
             .init(name: "record", value: "trace", help: "Write the raw line changes to this trace file."),
         ] + SourceChoice.options)
 

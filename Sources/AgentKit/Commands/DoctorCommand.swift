@@ -33,7 +33,7 @@ enum DoctorCommand {
         are not usable (as check-config).
         """,
         options: [
-            .init(name: "config", value: "file", help: "The config file (default \(defaultConfig))."),
+            .config(help: "The config file (default \(defaultConfig))."),
             .init(name: "json", value: nil, help: "Print the checklist as JSON (ok, exit_code, sections of checks with status, title, detail, fix)."),
             .init(name: "timeout", value: "seconds", help: "Bound of each network step, 0.1 to 60 (default 5)."),
             .init(name: "empty-garage", value: nil,

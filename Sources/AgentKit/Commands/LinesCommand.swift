@@ -9,7 +9,7 @@ enum LinesCommand {
     static let spec = CommandSpec(
         name: "lines", abstract: "List the machine's GPIO lines and draw the header wiring of a config.",
         discussion: "Like gpioinfo, with the config entry mapped to each line. With --config, also a drawing of\nthe 40-pin header showing which sensor goes on which pin (works without a board too).",
-        options: [.init(name: "config", value: "file", help: "The config whose inputs to map and draw.")])
+        options: [.config(help: "The config whose inputs to map and draw.")])
 
     static func run(_ args: ParsedArguments) -> Int32 {
         var config: AgentConfig?

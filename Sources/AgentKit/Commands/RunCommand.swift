@@ -16,7 +16,7 @@ enum RunCommand {
         SIGTERM or SIGINT stops gracefully (offline status, clean disconnect); a second one forces.
         """,
         options: [
-            .init(name: "config", value: "file", help: "The config file (YAML).", required: true),
+            .config(help: "The config file (YAML).", required: true),
         ] + SourceChoice.options + [
             .init(name: "broker", value: "url", help: "Use this broker instead of the config's (e.g. mqtt://127.0.0.1:1883)."),
             .init(name: "outbox", value: "dir", help: "Keep the outbox and counters here instead of the config's outbox.path."),

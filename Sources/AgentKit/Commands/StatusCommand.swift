@@ -17,7 +17,7 @@ enum StatusCommand {
         an 80x24 terminal over SSH, in colour unless NO_COLOR is set or TERM is dumb.
         """,
         options: [
-            .init(name: "config", value: "file", help: "The agent's config file: find the socket of an agent run with it."),
+            .config(help: "The agent's config file: find the socket of an agent run with it."),
             .init(name: "outbox", value: "dir", help: "The --outbox the agent was run with."),
             .init(name: "socket", value: "path", help: "The status socket itself."),
             .init(name: "json", value: nil, help: "Print the status as JSON."),

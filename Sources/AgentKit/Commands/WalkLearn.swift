@@ -176,7 +176,7 @@ enum WalkLearn {
                 out.append(row + (skipped.contains(spot.id) ? "UNSET (skipped)" : "UNSET (not walked)"))
             }
         }
-        out.append("\(wiring.count) of \(unset.count) learned. Next: parkwise-agent check-config \(path), then "
+        out.append("\(wiring.count) of \(unset.count) learned. Next: parkwise-agent check-config --config \(path), then "
                    + "parkwise-agent walk-test --config \(path) to confirm each one")
         return out.joined(separator: "\n") + "\n"
     }

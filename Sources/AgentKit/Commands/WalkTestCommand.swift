@@ -32,7 +32,7 @@ enum WalkTestCommand {
         learns from the lines the trace moves instead, no GPIO opened: a rehearsal at a desk.
         """,
         options: [
-            .init(name: "config", value: "file", help: "The config file (YAML).", required: true),
+            .config(help: "The config file (YAML).", required: true),
             .init(name: "from", value: "id", help: "Start at this spot or lane and walk on to the end."),
             .init(name: "report", value: "path", help: "The JSON report to write and resume from (default walk-test-SITE-DEVICE.json)."),
             .init(name: "json", value: nil, help: "Print the final report as JSON on stdout (prompts go to stderr)."),

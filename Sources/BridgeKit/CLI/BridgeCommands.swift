@@ -1,4 +1,5 @@
 import ParkWiseCLI
+import ParkWiseContract
 
 /// The bridge's subcommands, in the order `help` lists them.
 public enum BridgeCommands {
@@ -9,7 +10,7 @@ public enum BridgeCommands {
         ParkWise backend bridge: applies the agents' MQTT feed (occupancy, check-ins, faults)
         to ParkWise's PostgreSQL tables in place of the occupancy simulator.
         """,
-        version: version,
+        version: version, contract: Topics.root,
         commands: [RunCommand.spec, MigrateCommand.spec, CheckConfigCommand.spec, ExportConfigCommand.spec, FleetCommand.spec])
 
     /// Runs the command line; returns the exit code.

@@ -5,10 +5,10 @@ enum CheckConfigCommand {
     static let spec = CommandSpec(
         name: "check-config", abstract: "Check a bridge config file and list every problem in it.",
         discussion: "Prints each problem as FILE:LINE:COL with a hint, all at once. Exit 0 when the file is\nvalid, 78 when it is not.",
-        arguments: [.init(name: "file", help: "The config file to check (YAML).")])
+        options: [.config(help: "The config file to check (YAML).", required: true, positional: true)])
 
     static func run(_ args: ParsedArguments) -> Int32 {
-        let path = args.positionals[0]
+        let path = args.option("config")!
         do {
             let config = try BridgeConfigReader.read(try ConfigFile.tree(path: path), file: path)
             say("\(path): ok: sites \(config.sites.map { $0.sorted().joined(separator: ",") } ?? "all"), "

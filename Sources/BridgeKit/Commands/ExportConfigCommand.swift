@@ -20,8 +20,8 @@ enum ExportConfigCommand {
         of it) as the backend has it. Each spot's input is left UNSET: `parkwise-agent check-config`
         refuses the file ("input not set", with its line) until the installer has written the line
         each sensor is wired to. With --site and --device the file is a whole agent config; without,
-        the two sections to paste into one. --spot-list also writes every spot id the backend knows
-        (all levels, one a line) for `parkwise-agent check-config FILE --spots LIST`, which refuses
+        the two sections to paste into one. --spots also writes every spot id the backend knows
+        (all levels, one a line) for `parkwise-agent check-config --config FILE --spots LIST`, which refuses
         a spot id the backend does not know. Writes to stdout unless --output; never overwrites a
         file. Exit 0 written, 1 database unreachable or a file not written, 64 a level or zone the
         backend does not have, 78 not ParkWise's database.
@@ -33,7 +33,8 @@ enum ExportConfigCommand {
             .init(name: "site", value: "site", help: "The agent's site: with --device, write a whole config."),
             .init(name: "device", value: "device", help: "The board's device id: with --site, write a whole config."),
             .init(name: "output", value: "file", help: "Write the config here (a new file) instead of stdout."),
-            .init(name: "spot-list", value: "file", help: "Also write every spot id of the backend here (a new file), one a line."),
+            .init(name: "spots", value: "file", help: "Also write every spot id of the backend here (a new file), one a line.",
+                  deprecated: ["spot-list"]),
         ])
 
     struct Spot {
@@ -51,7 +52,7 @@ enum ExportConfigCommand {
             printError(UsageError(command: spec, message: "--site and --device go together (a whole config), or neither").text)
             return ExitCode.usage
         }
-        for (path, option) in [(args.option("output"), "output"), (args.option("spot-list"), "spot-list")] {
+        for (path, option) in [(args.option("output"), "output"), (args.option("spots"), "spots")] {
             if let path, access(path, F_OK) == 0 {
                 printError("error: --\(option) \(path) exists, nothing was written\n"
                            + "    hint: name a new file (an installer's filled-in config is never overwritten)")
@@ -84,7 +85,7 @@ enum ExportConfigCommand {
                 let traits = [(row[3], "accessible"), (row[4], "EV"), (row[5], "VIP")].compactMap { $0.0 == "t" ? $0.1 : nil }
                 return Spot(id: id, zone: row[1] ?? "", code: row[2] ?? "", traits: traits)
             }
-            allIDs = args.option("spot-list") == nil ? []
+            allIDs = args.option("spots") == nil ? []
                 : try db.query("SELECT id FROM spots ORDER BY id").rows.compactMap { $0[0] }
         } catch {
             printError("error: cannot read the backend's levels and spots: \(error)"
@@ -105,7 +106,7 @@ enum ExportConfigCommand {
         let name = levels.first(where: { $0.code == level })?.name
         let text = yaml(level: level, name: name, zone: zone, levelTotal: spots.count, spots: chosen, site: site, device: device,
                         at: WireTime.format(unixNanoseconds: Int64(Date().timeIntervalSince1970 * 1e9)))
-        if let path = args.option("spot-list") {
+        if let path = args.option("spots") {
             let list = "# Every spot id in ParkWise's spots table (\(allIDs.count)), for parkwise-agent check-config --spots\n"
                 + allIDs.joined(separator: "\n") + "\n"
             guard write(list, to: path, what: "spot list") else { return ExitCode.failure }
@@ -113,8 +114,8 @@ enum ExportConfigCommand {
         if let path = args.option("output") {
             guard write(text, to: path, what: "config") else { return ExitCode.failure }
             say("\(path): \(chosen.count) spots of level \(level)\(zone.map { " zone \($0)" } ?? "") written, "
-                       + "their inputs UNSET: set each, then parkwise-agent check-config \(path)"
-                       + (args.option("spot-list").map { " --spots \($0)" } ?? ""))
+                       + "their inputs UNSET: set each, then parkwise-agent check-config --config \(path)"
+                       + (args.option("spots").map { " --spots \($0)" } ?? ""))
         } else {
             say(text)
         }
@@ -129,7 +130,7 @@ enum ExportConfigCommand {
                 + (zone.map { " --zone \($0)" } ?? "") + ", \(at).",
             "# The spot ids are the backend's: never retype them. Set each spot's input (UNSET until then: check-config",
             "# refuses the file, \"input not set\", at each one) to the line its sensor is wired to: GPIO22, pin 15 or",
-            "# CHIP:LINE (e.g. 1-0020:GPA0 on an MCP23017). Then: parkwise-agent check-config FILE --spots SPOT-LIST",
+            "# CHIP:LINE (e.g. 1-0020:GPA0 on an MCP23017). Then: parkwise-agent check-config --config FILE --spots SPOT-LIST",
         ]
         if let site, let device {
             lines += [

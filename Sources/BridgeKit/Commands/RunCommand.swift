@@ -25,7 +25,7 @@ enum RunCommand {
         options: [
             .init(name: "broker", value: "url", help: "The broker, e.g. mqtt://127.0.0.1:1883 or mqtts://broker:8883; the nodes of a clustered broker separated by commas (mqtt://a:1883,mqtt://b:1883,mqtt://c:1883), tried in turn.", required: true),
             Connections.databaseOption,
-            .init(name: "config", value: "file", help: "Bridge settings (YAML): sites, devices, stale_after, metrics_file, …"),
+            .config(help: "Bridge settings (YAML): sites, devices, stale_after, metrics_file, …"),
             .init(name: "start-timeout", value: "seconds", help: "Give up when the broker cannot be reached this long at start (default 10)."),
             .init(name: "migrate", value: nil, help: "Migrate a database behind this bridge's schema before running (as `migrate`)."),
             .init(name: "verbose", value: nil, help: "Log every batch (debug level)."),

@@ -102,9 +102,9 @@ struct BridgeConfigReader {
             case "snapshot_every": duration(value).map { config.snapshotEvery = $0 }
             case "reassert_every": duration(value).map { config.reassertEvery = $0 }
             case "no_show_after":
-                if value.text == "off" { config.noShowAfter = nil } else { duration(value).map { config.noShowAfter = $0 } }
+                if value.text?.lowercased() == "off" { config.noShowAfter = nil } else { duration(value).map { config.noShowAfter = $0 } }
             case "stop_grace": duration(value).map { config.stopGrace = $0 }
-            case "accept_simulated": boolean(value).map { config.acceptSimulated = $0 }
+            case "accept_simulated": boolean(value, key: key).map { config.acceptSimulated = $0 }
             case "spot_owners":
                 if let owners = text(value).flatMap(SpotOwners.init(rawValue:)) { config.spotOwners = owners } else if !value.isNull {
                     issue(value, "spot_owners must be registered or first_report",
@@ -183,15 +183,13 @@ struct BridgeConfigReader {
         }
     }
 
-    private mutating func boolean(_ node: ConfigNode) -> Bool? {
-        switch text(node) {
-        case "true", "yes", "on": return true
-        case "false", "no", "off": return false
-        case nil: return nil
-        case let other?:
-            issue(node, "'\(other)' is not true or false")
+    private mutating func boolean(_ node: ConfigNode, key: String) -> Bool? {
+        guard let text = text(node) else { return nil }
+        guard let value = ConfigBoolean.read(text) else {
+            issue(node, ConfigBoolean.problem(key, found: text), hint: ConfigBoolean.hint)
             return nil
         }
+        return value
     }
 
     private mutating func tls(_ node: ConfigNode) -> (ca: String?, cert: String?, key: String?)? {

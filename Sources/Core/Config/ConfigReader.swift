@@ -515,13 +515,11 @@ public struct ConfigReader {
 
     mutating func bool(_ node: ConfigNode, what: String) -> Bool? {
         guard let text = string(node, what: "true or false") else { return nil }
-        switch text.lowercased() {   // YAML writers put True and FALSE too
-        case "true", "yes", "on": return true
-        case "false", "no", "off": return false
-        default:
-            report(node.mark, "\(what) must be true or false, found '\(text)'", hint: "write true or false")
+        guard let value = ConfigBoolean.read(text) else {
+            report(node.mark, ConfigBoolean.problem(what, found: text), hint: ConfigBoolean.hint)
             return nil
         }
+        return value
     }
 
     mutating func duration(_ node: ConfigNode, key: String) -> Duration? {
