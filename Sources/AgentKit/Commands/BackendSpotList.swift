@@ -2,7 +2,7 @@ import ParkWiseCore
 import SystemIO
 
 /// The backend's spot ids, one a line (blank lines and `#` comments skipped), as `parkwise-bridge export-config
-/// --spot-list` writes them from ParkWise's `spots` table: `check-config --spots` refuses a spot id not in it.
+/// --spots` writes them from ParkWise's `spots` table: `check-config --spots` refuses a spot id not in it.
 struct BackendSpotList {
     let path: String
     let ids: Set<String>
