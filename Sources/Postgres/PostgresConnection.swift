@@ -8,6 +8,8 @@ import Glibc
 /// values sent apart from the SQL text), so no value is ever spliced into SQL.
 public final class PostgresConnection {
     private let handle: OpaquePointer
+    /// Statements sent and answered so far: each one a round trip to the server.
+    public private(set) var roundTrips = 0
 
     private init(handle: OpaquePointer) { self.handle = handle }
 
@@ -63,6 +65,7 @@ public final class PostgresConnection {
     /// Runs one statement with text parameters (nil = NULL) and returns its rows.
     @discardableResult
     public func query(_ sql: String, _ parameters: [String?] = []) throws(PostgresError) -> PostgresRows {
+        roundTrips += 1
         let raw = withOptionalCStrings(parameters) { values in
             PQexecParams(handle, sql, Int32(parameters.count), nil, values, nil, nil, 0)
         }

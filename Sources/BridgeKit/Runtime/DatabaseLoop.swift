@@ -51,7 +51,7 @@ struct DatabaseLoop {
     /// Every online device is to be asked for a rebirth at the next sweep: after a new broker connection, or at the
     /// end of an overflow that dropped their states.
     private var rebirthEveryOnline = false
-    private var stats = (applied: 0, duplicates: 0, batches: 0, since: monotonicSeconds())
+    private var stats = (applied: 0, duplicates: 0, batches: 0, roundTrips: 0, since: monotonicSeconds())
     private var latencies: [Double] = []
     /// Delivery to commit lately, in seconds: the last minute's p99, and the longest of this minute so far.
     private var lateness = (lastMinute: 0.0, thisMinute: 0.0)
@@ -125,7 +125,9 @@ struct DatabaseLoop {
 
     /// The first `size` held messages, in one transaction.
     private mutating func commit(_ applier: Applier, _ size: Int) throws(ApplyError) {
+        let before = applier.db.roundTrips
         let outcome = try applier.apply(Array(pending.prefix(size)))
+        stats.roundTrips += applier.db.roundTrips - before
         for key in outcome.rebirth { runtime.rebirth(key) }
         let now = monotonicNanoseconds()
         let batch = pendingReceived.prefix(size).map { Double(now - $0) / 1e6 }
@@ -349,9 +351,10 @@ struct DatabaseLoop {
         let p99 = latencies.isEmpty ? 0 : latencies[min(latencies.count - 1, latencies.count * 99 / 100)]
         Log.info("applied", ["messages": stats.applied, "duplicates": stats.duplicates, "batches": stats.batches,
                              "per_s": Int(Double(stats.applied) / max(elapsed, 0.001)),
-                             "latency_p50_ms": rounded(p50), "latency_p99_ms": rounded(p99)])
+                             "latency_p50_ms": rounded(p50), "latency_p99_ms": rounded(p99),
+                             "round_trips_per_batch": rounded(Double(stats.roundTrips) / Double(stats.batches))])
         lateness = (lastMinute: p99 / 1000, thisMinute: 0)
-        stats = (0, 0, 0, monotonicSeconds())
+        stats = (0, 0, 0, 0, monotonicSeconds())
         latencies.removeAll(keepingCapacity: true)
     }
 }
