@@ -20,7 +20,7 @@ final class Applier {
         var rebirth: Set<DeviceKey> = []
     }
 
-    let db: PostgresConnection
+    let db: any Database
     let spotOwners: SpotOwners
     private(set) var knownSpots: Set<String> = []
     /// Unknown spot ids already logged (each is still counted in sensor_unknown_spots).
@@ -45,7 +45,7 @@ final class Applier {
     private var touchedDevices: Set<DeviceKey> = []
     private var outcome = Outcome()
 
-    init(db: PostgresConnection, spotOwners: SpotOwners) throws(PostgresError) {
+    init(db: any Database, spotOwners: SpotOwners) throws(PostgresError) {
         self.db = db
         self.spotOwners = spotOwners
         try refreshSpots()
@@ -79,7 +79,8 @@ final class Applier {
     /// insertEvents, ensureDevices, the spot and level upserts carry each message's own values (times, ids, counts)
     /// in one statement: a data error there is a message's, found by applying them one at a time.
     private func transaction(_ messages: [FeedMessage], whole: inout WholeStatement?) throws(PostgresError) {
-        try db.transaction { _ throws(PostgresError) in
+        try db.query("BEGIN")
+        do {
             // Devices first (every bridge locks them before anything else): a revoked one's messages go no further.
             let revoked = try lockDevices(messages)
             let messages = withoutRevoked(messages, revoked: revoked)
@@ -123,7 +124,11 @@ final class Applier {
             try writeCursors()
             whole = nil
             try reassertKeepingTheBatch()
-            whole = .commit   // what the body's caller runs next
+            whole = .commit
+            try db.query("COMMIT")
+        } catch {
+            if db.isOK { _ = try? db.query("ROLLBACK") }
+            throw error
         }
     }
 
