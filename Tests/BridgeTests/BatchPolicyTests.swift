@@ -225,6 +225,16 @@ import Testing
         #expect(policy.next(now: 1) == .rebirth)
     }
 
+    @Test func aSweepSlowerThanItsIntervalLetsTheFeedIn() {
+        var policy = Self.started()
+        #expect(Self.take(&policy, 0, now: 5) == .sweep)
+        policy.swept()
+        #expect(policy.next(now: 11) == .settled)   // due again already: after the feed's turn
+        #expect(policy.next(now: 11) == .take(limit: 8, until: 10))
+        policy.taken(2)
+        #expect(policy.next(now: 11) == .apply(2))
+    }
+
     @Test func idleWaitsForItsNextDeadlineOnly() {
         var policy = BatchPolicy(Self.settings, connected: true, now: 0)
         #expect(policy.next(now: 0) == .take(limit: 8, until: nil))   // not started: nothing due

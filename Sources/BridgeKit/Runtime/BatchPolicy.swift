@@ -124,7 +124,7 @@ struct BatchPolicy {
 
     private enum Phase: Equatable {
         case gather, taking, ready, connecting, applying(Int), isolating(left: Int), housekeeping
-        case recording(String), rebirthing, sweeping
+        case recording(String), rebirthing, sweeping, swept
         case collision(until: Double, paused: Bool)
         case backoff(until: Double)
         case stopped(abandoned: Bool)
@@ -235,7 +235,8 @@ struct BatchPolicy {
         phase = .housekeeping
     }
 
-    mutating func swept() { phase = .housekeeping }
+    /// (The round ends with it: a sweep slower than `reassert_every` does not keep the feed waiting.)
+    mutating func swept() { phase = .swept }
 
     /// The minute's figures were logged.
     mutating func figuresLogged(now: Double) { figures = (now, 0) }
@@ -337,8 +338,8 @@ struct BatchPolicy {
                 return .rebirth
             case .sweeping:
                 return .sweep
-            case .housekeeping:
-                if let step = housekeeping(now) { return step }
+            case .housekeeping, .swept:
+                if phase == .housekeeping, let step = housekeeping(now) { return step }
                 attempt = 0
                 collisions = 0
                 outage = false
