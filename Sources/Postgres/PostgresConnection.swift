@@ -6,8 +6,10 @@ import Glibc
 /// The single owner of a libpq connection (`PGconn`). Every call blocks: use it from one dedicated
 /// thread, never from Swift's cooperative pool. Statements are parameterized only (`$1`, `$2`…,
 /// values sent apart from the SQL text), so no value is ever spliced into SQL.
-public final class PostgresConnection {
+public final class PostgresConnection: Database {
     private let handle: OpaquePointer
+    /// Statements sent and answered so far: each one a round trip to the server.
+    public private(set) var roundTrips = 0
 
     private init(handle: OpaquePointer) { self.handle = handle }
 
@@ -62,7 +64,8 @@ public final class PostgresConnection {
 
     /// Runs one statement with text parameters (nil = NULL) and returns its rows.
     @discardableResult
-    public func query(_ sql: String, _ parameters: [String?] = []) throws(PostgresError) -> PostgresRows {
+    public func query(_ sql: String, _ parameters: [String?]) throws(PostgresError) -> PostgresRows {
+        roundTrips += 1
         let raw = withOptionalCStrings(parameters) { values in
             PQexecParams(handle, sql, Int32(parameters.count), nil, values, nil, nil, 0)
         }

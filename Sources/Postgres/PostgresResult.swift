@@ -7,6 +7,12 @@ public struct PostgresRows: Sendable {
     /// Rows the statement changed (UPDATE/INSERT/DELETE), 0 otherwise.
     public let affected: Int
 
+    public init(columns: [String], rows: [[String?]], affected: Int = 0) {
+        self.columns = columns
+        self.rows = rows
+        self.affected = affected
+    }
+
     public var first: [String?]? { rows.first }
 
     /// The value of `column` in row `row`, nil for NULL or a missing column.

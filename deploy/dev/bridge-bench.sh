@@ -3,7 +3,8 @@
 # loopback ports, the ParkWise test schema, the release bridge.
 #   1. throughput: N events queued for the bridge's persistent session while it is stopped, then
 #      drained (batched transactions): events/s committed, one instance and two ($share group);
-#   2. latency at 100 events/s: broker delivery to committed row, p50/p99 (the bridge's own figure);
+#   2. latency at 100 events/s: broker delivery to committed row, p50/p99, and the round trips a batch waits for
+#      (the bridge's own figures);
 #   3. database load: statements per second the bridge sends, idle (8 devices online, every spot sensed: the
 #      sweep alone) and at 100 events/s, from pg_stat_statements, with the statements that cost most;
 #   4. slow writes (a trigger sleeping BENCH_ROW_MS per event row): drained without a statement_timeout, then
@@ -142,6 +143,8 @@ n=$(calls); t1=$(now)
 python3 -c "print(f'100 events/s: {$n / ($t1 - $t0):.1f} statements/s ({$n} in {$t1 - $t0:.0f} s)')"
 top
 stop_bridge "$pid"
+# The bridge counts the statements each batch waits for (round_trips_per_batch: BEGIN to COMMIT, the sweep apart).
+grep "info applied" "$work/load.log" | tail -1 | grep -o 'batches=[0-9]*\|round_trips_per_batch=[0-9.]*' | paste -sd' ' | sed 's/^/  /'
 
 row_ms=${BENCH_ROW_MS:-0.5}; timeout_ms=${BENCH_TIMEOUT_MS:-100}
 slow_events=$(( events / 4 ))

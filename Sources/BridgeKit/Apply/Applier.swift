@@ -20,7 +20,7 @@ final class Applier {
         var rebirth: Set<DeviceKey> = []
     }
 
-    let db: PostgresConnection
+    let db: any Database
     let spotOwners: SpotOwners
     private(set) var knownSpots: Set<String> = []
     /// Unknown spot ids already logged (each is still counted in sensor_unknown_spots).
@@ -45,7 +45,7 @@ final class Applier {
     private var touchedDevices: Set<DeviceKey> = []
     private var outcome = Outcome()
 
-    init(db: PostgresConnection, spotOwners: SpotOwners) throws(PostgresError) {
+    init(db: any Database, spotOwners: SpotOwners) throws(PostgresError) {
         self.db = db
         self.spotOwners = spotOwners
         try refreshSpots()
@@ -79,7 +79,8 @@ final class Applier {
     /// insertEvents, ensureDevices, the spot and level upserts carry each message's own values (times, ids, counts)
     /// in one statement: a data error there is a message's, found by applying them one at a time.
     private func transaction(_ messages: [FeedMessage], whole: inout WholeStatement?) throws(PostgresError) {
-        try db.transaction { _ throws(PostgresError) in
+        try db.query("BEGIN")
+        do {
             // Devices first (every bridge locks them before anything else): a revoked one's messages go no further.
             let revoked = try lockDevices(messages)
             let messages = withoutRevoked(messages, revoked: revoked)
@@ -123,7 +124,11 @@ final class Applier {
             try writeCursors()
             whole = nil
             try reassertKeepingTheBatch()
-            whole = .commit   // what the body's caller runs next
+            whole = .commit
+            try db.query("COMMIT")
+        } catch {
+            if db.isOK { _ = try? db.query("ROLLBACK") }
+            throw error
         }
     }
 
@@ -132,11 +137,12 @@ final class Applier {
     /// `spots` is the backend's table: a rule of its own schema (a CHECK) may refuse what the sensors say about a
     /// spot. That must cost neither the batch (its events, states and cursors: each message would be skipped in turn)
     /// nor the other spots: the batch's spots are then written one by one, the refused ones left out and said.
+    /// (The savepoint is not released: COMMIT ends it, one round trip less.)
     private func reassertKeepingTheBatch() throws(PostgresError) {
+        guard !touchedSpots.isEmpty || !touchedDevices.isEmpty else { return onCommit { [self] in spotsRefused.ended() } }
         try db.query("SAVEPOINT reassert")
         do {
             _ = try reassert(all: false)
-            try db.query("RELEASE SAVEPOINT reassert")
             onCommit { [self] in spotsRefused.ended() }
         } catch {
             guard error.isDataError else { throw error }
@@ -197,14 +203,19 @@ final class Applier {
     }
 
     /// Locks the batch's devices (creating their rows) and reads their cursors; returns the revoked ones.
+    /// Rows are created only for devices that have none yet (a device's first batch): one statement for the others.
     private func lockDevices(_ messages: [FeedMessage]) throws(PostgresError) -> Set<DeviceKey> {
         cursors = [:]
         let keys = Set(messages.compactMap(\.device)).sorted { ($0.site, $0.device) < ($1.site, $1.device) }
         guard !keys.isEmpty else { return [] }
         let parameters = [textArray(keys.map(\.site)), textArray(keys.map(\.device))]
-        try db.query(SQL.ensureDevices, parameters)
+        var rows = try db.query(SQL.lockDevices, parameters).rows
+        if rows.count < keys.count {
+            try db.query(SQL.ensureDevices, parameters)
+            rows = try db.query(SQL.lockDevices, parameters).rows
+        }
         var revoked: Set<DeviceKey> = []
-        for row in try db.query(SQL.lockDevices, parameters).rows {
+        for row in rows {
             guard let site = row[0], let device = row[1] else { continue }
             let key = DeviceKey(site: site, device: device)
             cursors[key] = DeviceCursor(boot: UInt64(row[2] ?? "0") ?? 0, lastSeq: UInt64(row[3] ?? "0") ?? 0)

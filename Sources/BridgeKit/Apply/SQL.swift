@@ -4,8 +4,9 @@
 enum SQL {
     // MARK: Devices
 
-    /// Every device of a batch gets a row, then all are locked at once, in key order (two bridges
-    /// never deadlock on them); their boot and seq are written back once at the end of the batch.
+    /// Every device of a batch is locked at once, in key order (two bridges never deadlock on them), its row created
+    /// first when it has none (then all are locked again: a deadlock in that first batch of a device is retried);
+    /// their boot and seq are written back once at the end of the batch.
     static let ensureDevices = """
         INSERT INTO sensor_devices (site, device)
         SELECT * FROM unnest($1::text[], $2::text[]) AS w(site, device) ORDER BY 1, 2

@@ -9,7 +9,7 @@ enum Replication {
     static let settingsQuery = "SELECT current_setting('synchronous_commit'), current_setting('synchronous_standby_names')"
 
     /// A warning when the URL names several servers and this session's commits do not wait for a standby.
-    static func warnIfAsynchronous(_ db: PostgresConnection) {
+    static func warnIfAsynchronous(_ db: any Database) {
         guard db.option("host")?.contains(",") == true || db.option("hostaddr")?.contains(",") == true,
               let row = (try? db.query(settingsQuery))?.first, let commit = row[0], let standbys = row[1]
         else { return }

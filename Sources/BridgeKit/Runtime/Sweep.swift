@@ -1,10 +1,7 @@
 import ParkWiseLog
 import Postgres
-#if canImport(Glibc)
-import Glibc
-#endif
 
-/// Every `reassert_every`: devices offline too long leave the free count, detected gaps are checked, holds that ran out
+/// Every `reassert_every` (`BatchPolicy`): devices offline too long leave the free count, detected gaps are checked, holds that ran out
 /// expire (the backend's rule), app check-ins whose car never came are released (`no_show_after`), check-ins the API
 /// held up are completed, the sensors' view is re-asserted over the backend's writes, and the current slot's snapshot
 /// is written for the levels that have data and no row yet (the slot chosen on the database's clock). Each step is a
@@ -14,7 +11,6 @@ import Glibc
 /// Only a lost connection or a read-only server is thrown: the loop's fault (reconnect, hold, backoff).
 struct Sweep {
     let config: BridgeConfig
-    private var next = 0.0
     private var nextSpotRefresh = 0.0
     private var failing: [WholeStatement: LogStreak] = [:]
     /// The database role the steps run as, for the fix of a privilege refused.
@@ -24,15 +20,9 @@ struct Sweep {
 
     init(config: BridgeConfig) { self.config = config }
 
-    /// When the next sweep is due (`monotonicSeconds()`).
-    var due: Double { next }
-
-    /// Runs when due; returns the devices to ask for a rebirth (`gapWait`: seconds a detected seq jump waits for the
-    /// missing seqs first).
-    mutating func run(_ applier: Applier, gapWait: Double) throws(ApplyError) -> Set<DeviceKey> {
-        let now = monotonicSeconds()
-        guard now >= next else { return [] }
-        next = now + seconds(config.reassertEvery)
+    /// One sweep (when it is due is `BatchPolicy`'s to say); returns the devices to ask for a rebirth (`gapWait`: seconds
+    /// a detected seq jump waits for the missing seqs first; `now`: `monotonicSeconds()`).
+    mutating func run(_ applier: Applier, gapWait: Double, now: Double) throws(ApplyError) -> Set<DeviceKey> {
         role = applier.db.option("user")
         if now >= nextSpotRefresh {
             try step(.refreshSpots) { () throws(PostgresError) in try applier.refreshSpots() }
