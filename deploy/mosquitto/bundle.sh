@@ -1,6 +1,7 @@
 # Sourced by provision.sh and reissue.sh (it sources devices.sh and crl.sh): a board's secrets and its bundle, the
 # /etc/parkwise-agent files a board extracts with `tar -xpf BUNDLE -C /`, with the owners and modes its service needs.
 # shellcheck shell=bash
+# shellcheck disable=SC2154  # ($here: the directory of the script that sources this)
 # shellcheck source=deploy/mosquitto/devices.sh
 source "$here/devices.sh"
 # shellcheck source=deploy/mosquitto/crl.sh
@@ -9,8 +10,8 @@ source "$here/crl.sh"
 # check_spots_file SPOTS: the board's levels and spots as `parkwise-bridge export-config --level L [--zone Z]
 # --output SPOTS` wrote them (without --site/--device), checked before anything changes.
 check_spots_file() {
-    [ -f "$1" ] && [ -r "$1" ] || fail "SPOTS $1: no such readable file (parkwise-bridge export-config --output writes it)"
-    grep -q '^levels:' "$1" && grep -q '^spots:' "$1" ||
+    { [ -f "$1" ] && [ -r "$1" ]; } || fail "SPOTS $1: no such readable file (parkwise-bridge export-config --output writes it)"
+    { grep -q '^levels:' "$1" && grep -q '^spots:' "$1"; } ||
         fail "SPOTS $1 has no levels: and spots: sections: write it with parkwise-bridge export-config --level L --output $1"
     local top
     top=$(awk '/^[a-z_]+:/ && $1 != "levels:" && $1 != "spots:" { print $1; exit }' "$1")

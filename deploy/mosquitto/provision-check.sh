@@ -92,7 +92,7 @@ if bash deploy/mosquitto/provision.sh uniandes p3-west "$work/whole.yaml" >/dev/
 fi
 grep -q "has its own 'site:' (a whole config): export it without --site and --device" "$work/refused" ||
     { cat "$work/refused" >&2; fail "the refusal of a whole config as SPOTS does not say why"; }
-[ ! -e "$work/out/uniandes-p3-west.tar" ] && ! grep -q "^p3-west " "$broker/devices" || fail "a refused SPOTS still provisioned p3-west"
+{ [ ! -e "$work/out/uniandes-p3-west.tar" ] && ! grep -q "^p3-west " "$broker/devices"; } || fail "a refused SPOTS still provisioned p3-west"
 PARKWISE_BOARD=raspberry-pi-4 bash deploy/mosquitto/provision.sh uniandes p3-west "$work/p3-a.yaml" >/dev/null 2>"$work/p3.log" ||
     { cat "$work/p3.log" >&2; fail "provision uniandes p3-west with its spots"; }
 grep -q "its config has the spots of $work/p3-a.yaml; then walk-test --learn and doctor" "$work/p3.log" ||
@@ -141,8 +141,8 @@ p3_config=$work/p3-west.yaml
 sed "s|/etc/parkwise-agent/|$work/p3-west/etc/parkwise-agent/|g" "$work/p3-west/etc/parkwise-agent/agent.yaml" >"$p3_config"
 grep -qx "board: raspberry-pi-4" "$p3_config" || fail "PARKWISE_BOARD did not name the board in the config"
 if "$agent" check-config "$p3_config" >"$work/check" 2>&1; then fail "check-config passed spots whose inputs are UNSET"; fi
-[ "$(grep -c ': error: ' "$work/check")" = 2 ] && grep -q "error: spot P3-A-01: input not set" "$work/check" &&
-    grep -q "error: spot P3-A-02: input not set" "$work/check" ||
+{ [ "$(grep -c ': error: ' "$work/check")" = 2 ] && grep -q "error: spot P3-A-01: input not set" "$work/check" &&
+    grep -q "error: spot P3-A-02: input not set" "$work/check"; } ||
     { cat "$work/check" >&2; fail "check-config of p3-west's bundle: not exactly its two UNSET inputs"; }
 files=$work/p2-east/etc/parkwise-agent
 password=$(sed -n 's/^password=//p' "$files/credentials")
@@ -270,8 +270,8 @@ grep -qx "  sudo tar -xpf uniandes-p3-west-certificate.tar -C / && sudo systemct
 renewal=$work/out/uniandes-p3-west-certificate.tar
 [ "$(stat -c %a "$renewal")" = 600 ] || fail "the renewal bundle (a key) is not mode 0600"
 listing=$(tar -tvf "$renewal")
-[ "$(wc -l <<<"$listing")" = 2 ] && grep -q -- "^-rw------- parkwise/parkwise .* etc/parkwise-agent/p3-west.key$" <<<"$listing" &&
-    grep -q -- "^-rw-r--r-- root/root .* etc/parkwise-agent/p3-west.crt$" <<<"$listing" ||
+{ [ "$(wc -l <<<"$listing")" = 2 ] && grep -q -- "^-rw------- parkwise/parkwise .* etc/parkwise-agent/p3-west.key$" <<<"$listing" &&
+    grep -q -- "^-rw-r--r-- root/root .* etc/parkwise-agent/p3-west.crt$" <<<"$listing"; } ||
     { echo "$listing" >&2; fail "the renewal bundle is not exactly the new key and certificate"; }
 tar -xpf "$renewal" -C "$work/p3-renewed" --strip-components=2
 serial() { openssl x509 -in "$1/p3-west.crt" -noout -serial; }

@@ -22,7 +22,7 @@ case $1 in
         [ $# -eq 1 ] || fail "--publish takes nothing more"
         set -- ;;
     --file)
-        [ $# -eq 2 ] && [ -r "$2" ] || fail "--file needs one readable file (parkwise-bridge export-config --output writes it)"
+        { [ $# -eq 2 ] && [ -r "$2" ]; } || fail "--file needs one readable file (parkwise-bridge export-config --output writes it)"
         mapfile -t ids < <(spot_ids "$2")
         [ ${#ids[@]} -gt 0 ] || fail "$2 has no spots: section with ids (write it with parkwise-bridge export-config)"
         set -- "${ids[@]}" ;;

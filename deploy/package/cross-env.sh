@@ -21,13 +21,15 @@ cross_debian_release() { [ "$1" = bookworm ] && echo 12 || echo 13; }
 # Runs a command in the chroot DIR with /proc and /dev mounted in a private mount namespace: the
 # mounts vanish with the command, nothing stays mounted if it is interrupted.
 chroot_run() {
+    # shellcheck disable=SC2016  # (sh -c's own $0 and $@: the chroot and the command)
     unshare --mount --propagation private -- sh -c '
         mount -t proc proc "$0/proc" && mount --rbind /dev "$0/dev" &&
         exec chroot "$0" /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin HOME=/root \
             DEBIAN_FRONTEND=noninteractive "$@"' "$@"
 }
 
-# Runs a step with its output appended to $log; on failure prints that step's output and stops.
+# Runs a step with its output appended to $log (the sourcing script's); on failure prints that step's output and stops.
+# shellcheck disable=SC2154  # ($log: set by the script that sources this)
 quiet() {
     local rc=0
     "$@" >"$log.step" 2>&1 || rc=$?

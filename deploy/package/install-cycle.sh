@@ -49,6 +49,7 @@ if [ "$arch" = arm64 ] && [ "$(uname -m)" != aarch64 ]; then
         fail "binfmt_misc cannot be mounted (needs root): arm64 programs cannot run on this $(uname -m) host"
     if ! grep -l "^interpreter .*qemu-aarch64" "$binfmt"/* >/dev/null 2>&1; then
         # Magic and mask of an ELF64 little-endian executable for EM_AARCH64 (qemu's own binfmt entry).
+        # shellcheck disable=SC2028  # (binfmt_misc decodes the \x escapes itself: they go in as written)
         echo ':parkwise-aarch64:M::\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\xb7\x00:\xff\xff\xff\xff\xff\xff\xff\x00\xff\xff\xff\xff\xff\xff\xff\xff\xfe\xff\xff\xff:/usr/bin/qemu-aarch64-static:F' \
             >"$binfmt/register" || fail "cannot register qemu-aarch64-static with binfmt_misc"
         binfmt_added=parkwise-aarch64
@@ -124,6 +125,7 @@ check "man -w $package || [ -f /usr/share/man/man1/$package.1.gz ]" install
 etc=/etc/$package
 if [ "$package" = parkwise-agent ]; then
     check 'id -nG parkwise | grep -w gpio && id -nG parkwise | grep -w parkwise' install
+    # shellcheck disable=SC2016  # (expanded by sh in the root)
     check '[ "$(stat -c %U:%G:%a /var/lib/parkwise-agent)" = parkwise:parkwise:750 ]' install
     check "[ -f ${unit%/systemd/*}/udev/rules.d/60-parkwise-agent-gpio.rules ]" install
     # The hint's first command, as typed (systemctl needs a booted system, not a chroot): refused until the installer
@@ -175,6 +177,7 @@ if [ "$package" = parkwise-agent ]; then
     # An outbox that may hold undelivered events is kept aside, and the purge says where.
     grep -F "parkwise-agent: the state directory is kept aside in /var/backups/parkwise-agent-" "$log" >/dev/null ||
         { cat "$log" >&2; fail "purge: no word of the outbox kept aside"; }
+    # shellcheck disable=SC2016  # (expanded by sh in the root)
     check '[ "$(cat /var/backups/parkwise-agent-*/outbox/outbox.log)" = record ] && [ -e /var/backups/parkwise-agent-*/outbox-marker ]' purge
 fi
 # The user stays (the credentials kept below are its files: a freed uid could hand them to another package's user).

@@ -45,6 +45,7 @@ RESULTS="$WORK/results.txt"
 : > "$RESULTS"
 LOAD_PIDS=()
 die() { echo "vm-bench: $*" >&2; exit 1; }
+# shellcheck source=hardware/sim/vm.sh
 . "$HERE/vm.sh"
 stop_load() { local pid; for pid in "${LOAD_PIDS[@]}"; do kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; done; LOAD_PIDS=(); }
 trap 'stop_load; vm_down' EXIT
@@ -58,7 +59,7 @@ for tool in strace mkfs.ext4; do
 done
 # (Its output in a file, the cache directory its last line: no build piped into another program.)
 bash "$HERE/setup.sh" >"$WORK/setup.out" || die "VM setup failed (see above)"
-CACHE="$(tail -n 1 "$WORK/setup.out")" && [[ -f "$CACHE/vmlinux" ]] || die "VM setup failed (see above)"
+{ CACHE="$(tail -n 1 "$WORK/setup.out")" && [[ -f "$CACHE/vmlinux" ]]; } || die "VM setup failed (see above)"
 AGENT="${PARKWISE_AGENT:-}"
 if [[ -z "$AGENT" ]]; then
     BUILD="${PARKWISE_VM_BUILD:-$REPO/.build/vm-gpiod1}"
@@ -104,11 +105,11 @@ boot() {
     VM_QEMU_ARGS=(-drive "file=$dir/disk.img,if=virtio,format=raw,cache=none,aio=threads"
                   -drive "file=$dir/sd.img,if=virtio,format=raw,cache=none,aio=threads,throttling.iops-write=$SD_IOPS")
     vm_up "$dir" || { echo "vm-bench: boot $b: the VM did not come up"; return 1; }
-    run "$b" disks "MOUNT_OPTS='$MOUNT_OPTS' sbs_disks" &&
-    run "$b" start "sbs_start c && sbs_start pw /tmp/outbox-pw" &&
-    { ! phase tmpfs || run "$b" tmpfs "sbs_lat $EDGES $GAP"; } &&
-    { ! phase idle || run "$b" idle "probe idle $IDLE c,\$(cat /tmp/c.pid) pw,\$(cat /tmp/pw.pid)"; } &&
-    { ! phase strace || run "$b" strace "sbs_strace $((EDGES / 2)) $GAP"; } || { vm_down; return 1; }
+    { run "$b" disks "MOUNT_OPTS='$MOUNT_OPTS' sbs_disks" &&
+      run "$b" start "sbs_start c && sbs_start pw /tmp/outbox-pw" &&
+      { ! phase tmpfs || run "$b" tmpfs "sbs_lat $EDGES $GAP"; } &&
+      { ! phase idle || run "$b" idle "probe idle $IDLE c,\$(cat /tmp/c.pid) pw,\$(cat /tmp/pw.pid)"; } &&
+      { ! phase strace || run "$b" strace "sbs_strace $((EDGES / 2)) $GAP"; }; } || { vm_down; return 1; }
     if phase loaded; then
         yes > /dev/null & LOAD_PIDS+=($!)
         yes > /dev/null & LOAD_PIDS+=($!)

@@ -25,7 +25,7 @@ die() { echo "libgpiod2: FAILED: $*" >&2; exit 1; }
 mkdir -p "$CACHE" "$SDISTS"
 
 # --- 1. the source distribution (cached: the network is used only when none is there) -----------------------------
-sdist="$(ls "$SDISTS"/gpiod-2.*.tar.gz 2>/dev/null | sort -V | tail -n 1 || true)"
+sdist="$(find "$SDISTS" -maxdepth 1 -name 'gpiod-2.*.tar.gz' 2>/dev/null | sort -V | tail -n 1 || true)"
 if [[ -z "$sdist" ]]; then
     command -v gcc >/dev/null || die "gcc is not installed (build-essential)"
     PIP=(python3 -m pip)
@@ -34,7 +34,7 @@ if [[ -z "$sdist" ]]; then
     log "download PyPI gpiod>=2,<3 (source distribution)"
     "${PIP[@]}" download -q --no-deps --no-binary :all: -d "$SDISTS" "gpiod>=2,<3" > "$SDISTS/pip.log" 2>&1 \
         || die "pip download gpiod failed: $(tail -n 5 "$SDISTS/pip.log")"
-    sdist="$(ls "$SDISTS"/gpiod-2.*.tar.gz 2>/dev/null | sort -V | tail -n 1 || true)"
+    sdist="$(find "$SDISTS" -maxdepth 1 -name 'gpiod-2.*.tar.gz' 2>/dev/null | sort -V | tail -n 1 || true)"
     [[ -n "$sdist" ]] || die "pip saved no gpiod-2.*.tar.gz in $SDISTS: $(ls "$SDISTS")"
 fi
 top="$(basename "$sdist" .tar.gz)"   # gpiod-2.5.0

@@ -26,6 +26,7 @@
 #                          PARKWISE_AGENT_GPIOD2_SYSROOT)
 # PARKWISE_VM_CASES        only these cases, by function name (e.g. "line_busy chip_gone"): to try a change quickly;
 #                          CI runs them all
+# shellcheck disable=SC2317  # (the cases: functions called by name, by vm.sh's run_case)
 set -uo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
@@ -37,6 +38,7 @@ ARCH="${PARKWISE_VM_ARCH:-x86_64}"
 PFX=""
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/parkwise-vm.XXXXXX")"
 T0=$SECONDS
+# shellcheck source=hardware/sim/vm.sh
 . "$HERE/vm.sh"   # vm_up, g, vm_down, check, run_case
 VM_CASES="${PARKWISE_VM_CASES:-}"
 
@@ -69,7 +71,7 @@ if [[ $ARCH == x86_64 ]] && ! grep -q 'Candidate: [0-9]' <<<"$(apt-cache policy 
 fi
 # (Its output in a file, the cache directory its last line: no build piped into another program.)
 bash "$HERE/setup.sh" >"$WORK/setup.out" || cannot_run "VM setup failed (see above)"
-CACHE="$(tail -n 1 "$WORK/setup.out")" && [[ -f "$CACHE/vmlinux" || -f "$CACHE/Image" ]] \
+{ CACHE="$(tail -n 1 "$WORK/setup.out")" && [[ -f "$CACHE/vmlinux" || -f "$CACHE/Image" ]]; } \
     || cannot_run "VM setup failed (see above)"
 [[ $ARCH == x86_64 ]] && export PARKWISE_VM_CACHE="$CACHE"
 echo "vm-tests: $ARCH, cache $CACHE ($((SECONDS - T0)) s)" >&2
@@ -132,8 +134,8 @@ command_channel() {  # the harness itself: 40 long command lines arrive whole wh
     check "orphans exiting every few ms" "(while true; do (usleep 3000 &); usleep 2000; done) > /dev/null 2>&1 & echo \$! > /tmp/orphans.pid" || return 1
     local i
     for i in $(seq 1 40); do
-        check "line $i whole" "echo line-$i | sed s/line/got/ | grep -x got-$i > /dev/null && echo $i-$(printf '%0200d' 0) | cut -c1-20" &&
-        [[ "$OUT" == "$(printf '%s-%0200d' "$i" 0 | cut -c1-20)"$'\n' ]] || { WHY="${WHY:-line $i: $(printf '%q' "$OUT")}"; return 1; }
+        { check "line $i whole" "echo line-$i | sed s/line/got/ | grep -x got-$i > /dev/null && echo $i-$(printf '%0200d' 0) | cut -c1-20" &&
+          [[ "$OUT" == "$(printf '%s-%0200d' "$i" 0 | cut -c1-20)"$'\n' ]]; } || { WHY="${WHY:-line $i: $(printf '%q' "$OUT")}"; return 1; }
     done
 }
 
@@ -237,6 +239,7 @@ edge_queue_full() {  # GPIO12: 41 edges while the agent is stopped; the kernel k
     check "clean stop" "stop burst"
 }
 
+# shellcheck source=hardware/sim/toolkit-cases.sh
 source "$HERE/toolkit-cases.sh"
 
 # run_pass BUILD: the cases (and with --bench the benchmark) against that build's agent, in a fresh VM.

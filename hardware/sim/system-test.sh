@@ -20,12 +20,14 @@
 # PARKWISE_SYSTEST_CASES   only these cases, by function name (they build on each other: to try a change quickly)
 # PARKWISE_SYSTEST_SHELL   set: after the first boot, guest commands from stdin (one a line, output and exit code
 #                          printed), then the cases; to look around in the guest by hand
+# shellcheck disable=SC2317  # (the cases: functions called by name, by vm.sh's run_case)
 set -uo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
 PFX=""
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/parkwise-systest.XXXXXX")"
 T0=$SECONDS
+# shellcheck source=hardware/sim/vm.sh
 . "$HERE/vm.sh"   # vm_up, g, vm_down, check, run_case
 VM_CASES="${PARKWISE_SYSTEST_CASES:-}"
 VM_APPEND="console=ttyS0 quiet panic=-1 net.ifnames=0"
@@ -40,7 +42,7 @@ finish() {
     vm_finish system-test
 }
 cannot_run() { echo "system-test: CANNOT RUN: $*" >&2; FAIL=$((FAIL + 1)); finish; }
-field() { local v="${OUT##*$1=}"; printf '%s' "${v%%[[:space:]]*}"; }   # NAME=value printed by a guest command
+field() { local v="${OUT##*"$1"=}"; printf '%s' "${v%%[[:space:]]*}"; }   # NAME=value printed by a guest command
 timed() { SUMMARY+=("$(printf '%-44s %s' "$1" "$2")"); echo "system-test: $1: $2"; }
 
 # --- host tools, the VM's kernel, the packages, the root image, the initramfs ------------------------------------------
@@ -79,8 +81,8 @@ fi
 # The newer build of the upgrade case: the same package, its version bumped (as ci-arm64.sh's upgrade cycle does).
 VERSION1="$(dpkg-deb -f "$V1" Version)"
 VERSION2="$VERSION1+systest1"
-dpkg-deb -R "$V1" "$WORK/v2" && sed -i "s/^Version: .*/Version: $VERSION2/" "$WORK/v2/DEBIAN/control" &&
-    dpkg-deb --root-owner-group --build "$WORK/v2" "$WORK/v2.deb" > /dev/null || cannot_run "cannot repack $V1 as $VERSION2"
+{ dpkg-deb -R "$V1" "$WORK/v2" && sed -i "s/^Version: .*/Version: $VERSION2/" "$WORK/v2/DEBIAN/control" &&
+    dpkg-deb --root-owner-group --build "$WORK/v2" "$WORK/v2.deb" > /dev/null; } || cannot_run "cannot repack $V1 as $VERSION2"
 rm -rf "$WORK/v2"
 timed "the .debs (make-deb.sh) and the agent's newer build" "$((SECONDS - step)) s"
 # The board's apt repository for the commissioning case (a file: URL in the guest), signed by a throwaway key.
@@ -304,7 +306,8 @@ rebooted() {
 # A board without an RTC: it boots with its clock a year behind and the broker unreachable; then NTP sets the clock.
 clock_behind() {
     check "the last seq before this boot" "grep -F ' $T/events ' \$MQTT_LOG | sed -n 's/.*\"seq\":\\([0-9]*\\).*/\\1/p' | sort -n | tail -n 1" || return 1
-    local before="${OUT//[!0-9]/}" args=("${VM_QEMU_ARGS[@]}") rc started=$(date -u +%s)
+    local before="${OUT//[!0-9]/}" args=("${VM_QEMU_ARGS[@]}") rc started
+    started=$(date -u +%s)
     VM_QEMU_ARGS+=(-rtc "base=$(date -u -d '1 year ago' +%Y-%m-%dT%H:%M:%S)")
     check "the broker masked for the next boot (the board boots where no network reaches it)" "systemctl mask mosquitto" || return 1
     reboot; rc=$?
@@ -375,7 +378,7 @@ bridge_installed() {
 
 bridge_started() {
     check -t 120 "the backend's database: test schema, roles; parkwise-bridge migrate --grant as the tables' owner" "$BACKEND; make_database" || return 1
-    grep -q "applied " <<<"$OUT" && grep -q "GRANT" <<<"$OUT" || { WHY="migrate --grant said no 'applied' step or no GRANT"$'\n'"$OUT"; return 1; }
+    { grep -q "applied " <<<"$OUT" && grep -q "GRANT" <<<"$OUT"; } || { WHY="migrate --grant said no 'applied' step or no GRANT"$'\n'"$OUT"; return 1; }
     check "the settings edited (DATABASE_URL: the bridge's role; sites: [uniandes]), check-config ok" "$BACKEND; configure_bridge" &&
     check -t 200 "systemctl enable --now: running as parkwise-bridge, run --migrate finds nothing to do, the gate's status lands in sensor_devices" "$BACKEND; t0=\$(now_ms); systemctl enable --now parkwise-bridge && wait_sql 150 1 \"SELECT count(*) FROM sensor_devices WHERE site = 'uniandes' AND device = 'sys-gate' AND online\" && echo first_row_ms=\$((\$(now_ms) - t0)); rc=\$?; journalctl -u parkwise-bridge --no-pager -o short-monotonic | tail -n 20; [ \$rc = 0 ] && [ $(bprop SubState) = running ] && [ \"\$(ps -o user= -p $(bprop MainPID))\" = parkwise-bridge ]" || return 1
     timed "bridge: enable --now to the first row" "$(field first_row_ms) ms"

@@ -78,6 +78,7 @@ read_line() {
 vm_up() {
     local dir="$1" status
     local port=(-serial "pipe:$dir/ctl")
+    # shellcheck disable=SC2054  # (qemu's own commas: pipe,id=...,path=...)
     [[ $VM_ARCH == arm64 ]] && port=(-chardev "pipe,id=ctl,path=$dir/ctl" -device virtio-serial-device
                                      -device virtconsole,chardev=ctl)
     mkfifo "$dir/ctl.in" "$dir/ctl.out"

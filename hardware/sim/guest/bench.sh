@@ -4,6 +4,7 @@
 #     in milliseconds: figures are up to 1 ms high) to the subscriber receiving the event (mosquitto_sub's %U), p50/p99.
 #  2. throughput: all 16 lines toggled as fast as the shell can write them, in rounds; the events must arrive
 #     complete and, per spot, alternating occupied/vacated in order. Figures: edges/s end to end.
+# shellcheck source=hardware/sim/guest/lib.sh
 . /sim/lib.sh
 EV=parkwise/v1/vm/bench16/events
 P="/sys/devices/platform/$(device pi5)/$(chip pi5)"
@@ -15,13 +16,13 @@ count() { grep -F "$EV" /tmp/mqtt.log | grep -c -F '"spot.'; }
 uptime_s() { cut -d' ' -f1 /proc/uptime; }
 
 start bench bench16.yaml || exit 1
-for o in $LINES; do wait_used pi5 $o || exit 1; done
+for o in $LINES; do wait_used pi5 "$o" || exit 1; done
 sleep 1
 
 # 1. latency
 N=${BENCH_SAMPLES:-100}
 i=0
-while [ $i -lt $N ]; do
+while [ $i -lt "$N" ]; do
     if [ $((i % 2)) -eq 0 ]; then v=up; else v=down; fi
     echo "pull-$v" > "$P/sim_gpio8/pull"
     i=$((i + 1))
@@ -39,7 +40,7 @@ for R in ${BENCH_ROUNDS:-25 100}; do
     before=$(count)
     t0=$(uptime_s)
     r=0
-    while [ $r -lt $R ]; do
+    while [ $r -lt "$R" ]; do
         for o in $LINES; do echo pull-up > "$P/sim_gpio$o/pull"; done
         for o in $LINES; do echo pull-down > "$P/sim_gpio$o/pull"; done
         r=$((r + 1))

@@ -52,22 +52,22 @@ sbs_lat() {
 # also over 10 s without edges, so per_edge_less_idle takes out what the agent does anyway in the same time.
 sbs_strace() {
     for a in c pw; do
-        strace_window $a /tmp/strace-idle.$a sleep 10
-        idle_calls=$(strace_total /tmp/strace-idle.$a); idle_s=$window; idle_clock=$(strace_calls /tmp/strace-idle.$a clock_gettime)
-        strace_window $a /tmp/strace.$a sbs_lat "$1" "$2" $a > /tmp/strace-lat.$a
-        sed 's/^lat /strace-lat /' /tmp/strace-lat.$a
-        total=$(strace_total /tmp/strace.$a); clock=$(strace_calls /tmp/strace.$a clock_gettime)
-        syncs=$(( $(strace_calls /tmp/strace.$a fsync) + $(strace_calls /tmp/strace.$a fdatasync) ))
-        awk -v a=$a -v n="$1" -v t="$total" -v w="$window" -v i="$idle_calls" -v is="$idle_s" -v c="$clock" -v ic="$idle_clock" -v y="$syncs" 'BEGIN {
+        strace_window "$a" "/tmp/strace-idle.$a" sleep 10
+        idle_calls=$(strace_total "/tmp/strace-idle.$a"); idle_s=$window; idle_clock=$(strace_calls "/tmp/strace-idle.$a" clock_gettime)
+        strace_window "$a" "/tmp/strace.$a" sbs_lat "$1" "$2" "$a" > "/tmp/strace-lat.$a"
+        sed 's/^lat /strace-lat /' "/tmp/strace-lat.$a"
+        total=$(strace_total "/tmp/strace.$a"); clock=$(strace_calls "/tmp/strace.$a" clock_gettime)
+        syncs=$(( $(strace_calls "/tmp/strace.$a" fsync) + $(strace_calls "/tmp/strace.$a" fdatasync) ))
+        awk -v a="$a" -v n="$1" -v t="$total" -v w="$window" -v i="$idle_calls" -v is="$idle_s" -v c="$clock" -v ic="$idle_clock" -v y="$syncs" 'BEGIN {
             printf "syscalls %s edges=%d calls=%d window_s=%.1f per_edge=%.1f idle_calls=%d idle_s=%.1f idle_per_s=%.2f per_edge_less_idle=%.1f per_edge_less_idle_and_clock=%.1f syncs_per_edge=%.2f\n",
                    a, n, t, w, t / n, i, is, i / is, (t - i / is * w) / n, (t - c - (i - ic) / is * w) / n, y / n }'
-        awk -v a=$a '/^[ ]*[0-9.]+ / && $NF != "total" { print "syscall-top " a " " $NF " calls=" (($4 ~ /^[0-9]+$/) ? $4 : $3) }' /tmp/strace.$a | head -n 12
+        awk -v a="$a" '/^[ ]*[0-9.]+ / && $NF != "total" { print "syscall-top " a " " $NF " calls=" (($4 ~ /^[0-9]+$/) ? $4 : $3) }' "/tmp/strace.$a" | head -n 12
     done
 }
 # strace_window AGENT FILE COMMAND...: strace -c of every thread of AGENT while COMMAND runs; seconds in $window.
 strace_window() {
     a=$1 file=$2; shift 2
-    strace -c -S calls -f -p "$(cat /tmp/$a.pid)" -o "$file" 2>"$file.err" &
+    strace -c -S calls -f -p "$(cat "/tmp/$a.pid")" -o "$file" 2>"$file.err" &
     spid=$!
     n=0; until grep -q "attached" "$file.err" 2>/dev/null || [ $n -gt 100 ]; do n=$((n + 1)); usleep 20000; done
     t0=$(cut -d' ' -f1 /proc/uptime)
@@ -89,17 +89,21 @@ sbs_durable() {
     stop pw > /dev/null
     sbs_start pw "$2/outbox" > /dev/null || { cat /tmp/pw.log; return 1; }
     sync; sleep 6
+    # shellcheck disable=SC2046  # (its three numbers: the next positional parameters)
     set -- "$@" $(sbs_disk_stat "$1")
     sbs_lat "$3" "$4" | sed "s/^lat /lat-$1 /"
     sleep 6   # ext4's 5 s journal commit: what the events left for later counts too
+    # shellcheck disable=SC2046  # (its three numbers: the next positional parameters)
     set -- "$@" $(sbs_disk_stat "$1")
     awk -v d="$1" -v n="$3" -v w0="$5" -v s0="$6" -v f0="$7" -v w1="$8" -v s1="$9" -v f1="${10}" 'BEGIN {
         printf "disk %s events=%d writes=%d bytes=%d flushes=%d writes_per_event=%.2f bytes_per_event=%.0f flushes_per_event=%.2f data_writes_per_event=%.2f\n",
                d, n, w1 - w0, (s1 - s0) * 512, f1 - f0, (w1 - w0) / n, (s1 - s0) * 512 / n, (f1 - f0) / n, (w1 - w0 - (f1 - f0)) / n }'
     # a burst: BURST edges 5 ms apart, parkwise first (what reached the disk), then the C agent
+    # shellcheck disable=SC2046  # (its three numbers: the next positional parameters)
     set -- "$1" "$2" "$3" "$4" $(sbs_disk_stat "$1")
     probe burst "${BURST:-50}" 5000 "pw,$(cat /tmp/pw.pid),$PULLS/sim_gpio8/pull,$PW_TOPIC/events,\"spot." | sed "s/^burst /burst-$1 /"
     sleep 6
+    # shellcheck disable=SC2046  # (its three numbers: the next positional parameters)
     set -- "$@" $(sbs_disk_stat "$1")
     awk -v d="$1" -v n="${BURST:-50}" -v w0="$5" -v s0="$6" -v f0="$7" -v w1="$8" -v s1="$9" -v f1="${10}" 'BEGIN {
         printf "disk-burst %s events=%d writes=%d bytes=%d flushes=%d writes_per_event=%.2f bytes_per_event=%.0f flushes_per_event=%.2f\n",
