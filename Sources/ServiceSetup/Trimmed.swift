@@ -1,4 +1,4 @@
 extension StringProtocol {
     /// Without leading and trailing white space (a CR of a Windows line end included).
-    var trimmed: String { String(drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed()) }
+    package var trimmed: String { String(drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed()) }
 }

@@ -2,6 +2,7 @@ import FoundationEssentials
 import ParkWiseCLI
 import ParkWiseCore
 import Postgres
+import ServiceSetup
 
 /// Start-up checks shared by the commands: one clear line and the right exit code for each problem.
 enum Connections {
@@ -70,7 +71,7 @@ enum Connections {
     static func brokers(_ text: String, command: CommandSpec) -> [BrokerAddress]? {
         var brokers: [BrokerAddress] = []
         for part in text.split(separator: ",", omittingEmptySubsequences: false) {
-            let item = String(part.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed())
+            let item = part.trimmed
             guard let broker = BrokerAddress.parse(item) else {
                 printError(UsageError(command: command, message: "'\(item)' is not a broker address like mqtt://HOST:PORT"
                                       + (text.contains(",") ? " (in --broker '\(text)')" : "")).text)
