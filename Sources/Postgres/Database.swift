@@ -1,5 +1,7 @@
 /// What the bridge's database thread needs of a session: parameterized statements (`$1`, `$2`…, nil = NULL) and the
-/// session's state. `PostgresConnection` is the real one; the bridge's in-process tests use a fake.
+/// session's state. `PostgresConnection` is the real one; the bridge's `DatabaseLoopTests` run the database thread
+/// (`DatabaseLoop`, `BatchPolicy`, `Applier`) in-process against `FakeDatabase`, which records the statements and
+/// answers scripted rows and failures without SQL semantics.
 public protocol Database: AnyObject {
     /// Runs one statement and returns its rows: one round trip.
     @discardableResult

@@ -75,7 +75,9 @@ final class BridgeRuntime: Sendable {
         nonisolated(unsafe) let first = db
         let worker = DedicatedThread { [self] in
             nameThread("pw-database")
-            var loop = DatabaseLoop(runtime: self, db: first, gate: DeviceGate(config: settings.config, known: knownFeeds))
+            let url = settings.databaseURL
+            var loop = DatabaseLoop(broker: self, db: first, gate: DeviceGate(config: settings.config, known: knownFeeds),
+                                    connect: { () throws(PostgresError) in try PostgresConnection.connect(url: url) })
             abandoned.store(loop.run(), ordering: .releasing)
             done.signal()
         }
@@ -114,16 +116,14 @@ final class BridgeRuntime: Sendable {
         Log.info("bridge stopped", [:])
         return ExitCode.success
     }
+}
 
-    // MARK: - For the database loop
-
+extension BridgeRuntime: BrokerSide {
     var config: BridgeConfig { settings.config }
-    var databaseURL: String { settings.databaseURL }
     var feed: FeedQueue { queue }
     var isStopping: Bool { stopping.load(ordering: .acquiring) }
     var isDrained: Bool { linkStopped.load(ordering: .acquiring) && queue.count == 0 }
     var connectionNumber: UInt64 { connection.number.load(ordering: .acquiring) }
-    /// The link to the broker as the fleet view shows it: `connected`, `lost`, or `stopped` (this bridge stops).
     var brokerState: String { isStopping ? "stopped" : connection.up.load(ordering: .acquiring) ? "connected" : "lost" }
     var brokers: String { settings.link.brokers.map(\.description).joined(separator: ",") }
     var clientID: String { settings.link.clientID }

@@ -15,8 +15,13 @@ import Glibc
 /// It never polls: every wait (for messages, a backoff, a deadlock's retry) is on the feed queue's condition, until a
 /// message, a wake-up (a stop, a broker connection) or the policy's next real deadline. Idle, it wakes once per
 /// `reassert_every`.
+///
+/// It knows the rest of the bridge through `BrokerSide` and makes its sessions with `connect`: `BridgeRuntime` and
+/// `PostgresConnection` in the bridge, a fake broker side and `FakeDatabase` in `DatabaseLoopTests`.
 struct DatabaseLoop {
-    let runtime: BridgeRuntime
+    let broker: any BrokerSide
+    /// A new database session (`reconnect`).
+    private let connect: () throws(PostgresError) -> any Database
     private var policy: BatchPolicy
     private var applier: Applier?
     private var gate: DeviceGate
@@ -36,13 +41,17 @@ struct DatabaseLoop {
     /// The figures for node-exporter (`metrics_file`; nil: not asked for).
     private var metrics: MetricsFile?
 
-    init(runtime: BridgeRuntime, db: any Database, gate: DeviceGate) {
-        self.runtime = runtime
+    /// `db`: the session the start-up checks used. `random`: the random part of a backoff (`BatchPolicy`).
+    init(broker: any BrokerSide, db: any Database, gate: DeviceGate,
+         connect: @escaping () throws(PostgresError) -> any Database,
+         random: @escaping (ClosedRange<Double>) -> Double = { Double.random(in: $0) }) {
+        self.broker = broker
+        self.connect = connect
         self.gate = gate
-        sweep = Sweep(config: runtime.config)
-        metrics = runtime.config.metricsFile.map(MetricsFile.init)
-        applier = try? Applier(db: db, spotOwners: runtime.config.spotOwners)
-        policy = BatchPolicy(.init(runtime.config), connected: applier != nil, now: monotonicSeconds())
+        sweep = Sweep(config: broker.config)
+        metrics = broker.config.metricsFile.map(MetricsFile.init)
+        applier = try? Applier(db: db, spotOwners: broker.config.spotOwners)
+        policy = BatchPolicy(.init(broker.config), connected: applier != nil, now: monotonicSeconds(), random: random)
         logSession(db)
     }
 
@@ -50,48 +59,54 @@ struct DatabaseLoop {
     /// committed before the stop's grace ran out (0 after a clean drain).
     mutating func run() -> Int {
         while true {
-            publishMetrics()
-            look()
-            switch policy.next(now: monotonicSeconds()) {
-            case .take(let limit, let until): take(limit, until: until)
-            case .apply(let size): apply(size)
-            case .applyAlone: applyAlone()
-            case .pause(let until): _ = runtime.feed.pause(until: until)   // woken: a stop, which brings its deadline
-            case .reconnect: reconnect()
-            case .recordLink(let state): recordLink(state)
-            case .rebirth: rebirthEveryOnline()
-            case .sweep: runSweep()
-            case .settled:
-                outage.ended()
-                logFigures(force: false)
-            case .stop(let abandoned): return stop(abandoned: abandoned)
-            }
+            if let abandoned = step() { return abandoned }
         }
+    }
+
+    /// One step of the policy's, done; once stopped, what `run` returns (nil: not stopped).
+    mutating func step() -> Int? {
+        publishMetrics()
+        look()
+        switch policy.next(now: monotonicSeconds()) {
+        case .take(let limit, let until): take(limit, until: until)
+        case .apply(let size): apply(size)
+        case .applyAlone: applyAlone()
+        case .pause(let until): _ = broker.feed.pause(until: until)   // woken: a stop, which brings its deadline
+        case .reconnect: reconnect()
+        case .recordLink(let state): recordLink(state)
+        case .rebirth: rebirthEveryOnline()
+        case .sweep: runSweep()
+        case .settled:
+            outage.ended()
+            logFigures(force: false)
+        case .stop(let abandoned): return stop(abandoned: abandoned)
+        }
+        return nil
     }
 
     /// What the policy needs to know of the feed, the broker and the stop, as they are now.
     private mutating func look() {
-        let dropped = runtime.feed.takeDropped()
-        switch policy.overflow(dropped: dropped, queued: runtime.feed.count) {
+        let dropped = broker.feed.takeDropped()
+        switch policy.overflow(dropped: dropped, queued: broker.feed.count) {
         case .dropping:
             let held = self.held
-            overflow.occurred(dropped, ["held": held, "hold_at_most": runtime.config.holdAtMost])
+            overflow.occurred(dropped, ["held": held, "hold_at_most": broker.config.holdAtMost])
         case .ended: overflow.ended()
         case nil: break
         }
-        if runtime.isStopping { policy.stopRequested() }
-        policy.drained = runtime.isDrained
-        policy.broker(connection: runtime.connectionNumber, state: runtime.brokerState)
+        if broker.isStopping { policy.stopRequested() }
+        policy.drained = broker.isDrained
+        policy.broker(connection: broker.connectionNumber, state: broker.brokerState)
         policy.metricsDue = metrics?.due
     }
 
     /// Messages held: admitted and not committed, and still in the queue.
-    private var held: Int { pending.count + runtime.feed.count }
+    private var held: Int { pending.count + broker.feed.count }
 
     private mutating func take(_ limit: Int, until deadline: Double?) {
-        let items = runtime.feed.take(limit: limit, until: deadline)
+        let items = broker.feed.take(limit: limit, until: deadline)
         let messages = items.map { FeedMessage.decode(topic: $0.topic, payload: $0.payload) }
-        metrics?.heard(messages, items, accepts: runtime.config.accepts)
+        metrics?.heard(messages, items, accepts: broker.config.accepts)
         pending = gate.admit(messages)
         pendingReceived = items.map(\.received)
         policy.taken(pending.count)
@@ -103,7 +118,7 @@ struct DatabaseLoop {
         let before = applier.db.roundTrips
         let outcome: Applier.Outcome
         do { outcome = try applier.apply(Array(pending.prefix(size))) } catch { return failed(error) }
-        for key in outcome.rebirth { runtime.rebirth(key) }
+        for key in outcome.rebirth { broker.rebirth(key) }
         let now = monotonicNanoseconds()
         let lags = pendingReceived.prefix(size).map { Double(now - $0) / 1e6 }
         figures.committed(outcome, latencies: lags, roundTrips: applier.db.roundTrips - before)
@@ -118,7 +133,7 @@ struct DatabaseLoop {
     /// The first held message alone: its batch was refused for one message's data.
     private mutating func applyAlone() {
         guard let applier else { return policy.connected(false) }
-        do { for key in try applier.apply([pending[0]]).rebirth { runtime.rebirth(key) } } catch { return failed(error) }
+        do { for key in try applier.apply([pending[0]]).rebirth { broker.rebirth(key) } } catch { return failed(error) }
         dropFirst(1)
         policy.isolated()
     }
@@ -185,8 +200,8 @@ struct DatabaseLoop {
 
     private mutating func reconnect() {
         do {
-            let db = try PostgresConnection.connect(url: runtime.databaseURL)
-            let fresh = try Applier(db: db, spotOwners: runtime.config.spotOwners)
+            let db = try connect()
+            let fresh = try Applier(db: db, spotOwners: broker.config.spotOwners)
             logSession(db)
             applier = fresh
             policy.connected()
@@ -197,7 +212,7 @@ struct DatabaseLoop {
 
     private mutating func recordLink(_ state: String) {
         guard let applier else { return policy.connected(false) }
-        do { _ = try applier.db.query(SQL.brokerLink, [runtime.clientID, runtime.brokers, state]) } catch {
+        do { _ = try applier.db.query(SQL.brokerLink, [broker.clientID, broker.brokers, state]) } catch {
             return failed(ApplyError(error, statement: .brokerLink))
         }
         policy.linkRecorded(state)
@@ -208,14 +223,14 @@ struct DatabaseLoop {
         guard let applier else { return policy.connected(false) }
         let online: PostgresRows
         do { online = try applier.db.query(SQL.onlineDevices) } catch { return failed(ApplyError(error, statement: .onlineDevices)) }
-        for row in online.rows { if let site = row[0], let device = row[1] { runtime.rebirth(DeviceKey(site: site, device: device)) } }
+        for row in online.rows { if let site = row[0], let device = row[1] { broker.rebirth(DeviceKey(site: site, device: device)) } }
         policy.rebirthsAsked()
     }
 
     private mutating func runSweep() {
         guard let applier else { return policy.connected(false) }
         do {
-            for key in try sweep.run(applier, gapWait: gapWait, now: monotonicSeconds()) { runtime.rebirth(key) }
+            for key in try sweep.run(applier, gapWait: gapWait, now: monotonicSeconds()) { broker.rebirth(key) }
         } catch {
             return failed(error)
         }
@@ -225,13 +240,13 @@ struct DatabaseLoop {
     private mutating func stop(abandoned: Bool) -> Int {
         if abandoned {
             Log.error("stopping with messages not committed, the devices' retained states rebuild them",
-                      ["held": held, "grace_s": seconds(runtime.config.stopGrace)])
+                      ["held": held, "grace_s": seconds(broker.config.stopGrace)])
             logFigures(force: true)
             publishMetrics(final: true)
             return held
         }
         if policy.recordedLink != nil, let applier {   // (best effort: a database down at the stop leaves "lost" or "connected")
-            _ = try? applier.db.query(SQL.brokerLink, [runtime.clientID, runtime.brokers, "stopped"])
+            _ = try? applier.db.query(SQL.brokerLink, [broker.clientID, broker.brokers, "stopped"])
         }
         logFigures(force: true)
         publishMetrics(final: true)
@@ -258,14 +273,14 @@ struct DatabaseLoop {
     /// twice this bridge's delivery-to-commit latency lately when that is longer, at most 60 s. (fleet-bench.sh at 300
     /// boards: about 600 rebirths a run either way; the other bridge's lag can be 2-3 times this one's.)
     private var gapWait: Double {
-        guard runtime.config.shareGroup != nil else { return 2 }
+        guard broker.config.shareGroup != nil else { return 2 }
         return min(60, max(2, 2 * figures.lateLately))
     }
 
     /// The metrics file, when it is asked for and its figures changed (the link and the messages held as they are now).
     private mutating func publishMetrics(final: Bool = false) {
         let held = self.held
-        metrics?.publish(brokerConnected: runtime.brokerState == "connected", held: held,
+        metrics?.publish(brokerConnected: broker.brokerState == "connected", held: held,
                          sweepFailures: sweep.failures, final: final)
     }
 
