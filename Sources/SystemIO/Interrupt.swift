@@ -16,8 +16,10 @@ public func retryingOnInterrupt<Result: BinaryInteger>(_ call: () -> Result) -> 
 
 /// `retryingOnInterrupt` for the calls that return their error number rather than setting errno (clock_nanosleep,
 /// pthread_*): made again while they return EINTR; 0 or the other error number is returned.
+/// (A name of its own: as an overload of `retryingOnInterrupt`, a trailing closure returning `Int32` — poll's count of
+/// ready descriptors — was matched to it, and a poll with 4 descriptors ready was made again for ever.)
 @inlinable
-public func retryingOnInterrupt(returningErrno call: () -> Int32) -> Int32 {
+public func retryingWhileErrorNumberIsInterrupt(_ call: () -> Int32) -> Int32 {
     while true {
         let result = call()
         guard result == EINTR else { return result }

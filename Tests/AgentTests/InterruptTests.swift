@@ -72,6 +72,33 @@ private func countInterrupt(_: Int32) { interruptsCaught.add(1, ordering: .relax
         #expect(Errno.current == Errno(EBADF))
     }
 
+    /// A poll that finds 4 descriptors ready returns 4 at once, written as the sources write it (a trailing closure,
+    /// its type inferred): 4 is EINTR's number, and an overload for calls that return their error number once took
+    /// that closure and made the poll again for ever (the status socket's thread spun with 4 clients ready).
+    @Test func aPollWithFourReadyIsNotMadeAgain() {
+        var pipes: [[Int32]] = []
+        defer { pipes.joined().forEach { close($0) } }
+        var fds: [pollfd] = []
+        for _ in 0..<4 {
+            var ends: [Int32] = [0, 0]
+            #expect(pipe(&ends) == 0)
+            var byte: UInt8 = 1
+            #expect(write(ends[1], &byte, 1) == 1)
+            pipes.append(ends)
+            fds.append(pollfd(fd: ends[0], events: Int16(POLLIN), revents: 0))
+        }
+        var calls = 0
+        let ready = retryingOnInterrupt {
+            calls += 1
+            guard calls <= 3 else {   // (a retry loop: ended here, so that the test fails rather than hangs)
+                errno = EBADF
+                return Int32(-1)
+            }
+            return poll(&fds, nfds_t(fds.count), 0)
+        }
+        #expect(ready == 4 && calls == 1, "poll gave \(ready) after \(calls) calls")
+    }
+
     /// Errnos are matched by name: in a switch, and against an error's field.
     @Test func errnoMatchesByName() {
         func kind(_ errno: Errno) -> String {

@@ -98,7 +98,7 @@ enum LineSource {
         // An absolute deadline: no clock read (a time already past returns at once).
         let until = clock.real(at: line.at)
         var ts = timespec(tv_sec: Int(until / 1_000_000_000), tv_nsec: Int(until % 1_000_000_000))
-        _ = retryingOnInterrupt(returningErrno: { clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nil) })
+        _ = retryingWhileErrorNumberIsInterrupt { clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nil) }
         queue.push([line])
     }
 }
