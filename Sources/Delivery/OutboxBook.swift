@@ -69,6 +69,14 @@ public struct OutboxBook: Sendable {
 
     /// A batch stored (one sync), and the seqs given up for it (older events, or the batch's own: those never added).
     public mutating func append(_ batch: [UInt64], dropped: [UInt64]) -> Write? {
+        if dropped.isEmpty {
+            // Room for the batch (every paced edge): its adds in seq order, nothing given up, no sets built.
+            let adds = batch.indices.dropFirst().allSatisfy({ batch[$0 - 1] < batch[$0] }) ? batch : batch.sorted()
+            pending += adds
+            acceptedHighest = max(acceptedHighest, adds.last ?? 0)
+            let acknowledged = removalsUnwritten.count
+            return plan(removalRecords + adds.map { .add($0) }, sync: true, dead: 2 * acknowledged)
+        }
         let gone = Set(dropped)
         let batchSeqs = Set(batch)
         pending.removeAll { gone.contains($0) }

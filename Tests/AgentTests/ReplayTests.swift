@@ -78,7 +78,11 @@ func isoMilliseconds(_ text: Any?) -> Double? {
         #expect(isoMilliseconds(events[2]["arrival"]) == times[0])
         #expect(events[4]["stay_s"] as? Double == 1.47)
 
-        // Retained truth a backend rebuilds from.
+        // Retained truth a backend rebuilds from (a state that changed within a second of its last publish follows its
+        // events within that second, see StatePace).
+        #expect(eventually(5) {
+            (try? retainedMessages(broker, prefix + "/state/spot/P2-A-01"))?.first?.json["state"] as? String == "free"
+        })
         let retained = try retainedMessages(broker, prefix + "/#")
         let byTopic = Dictionary(retained.map { ($0.topic, $0.json) }, uniquingKeysWith: { $1 })
         #expect(byTopic[prefix + "/status"]?["state"] as? String == "online")
@@ -160,6 +164,52 @@ func isoMilliseconds(_ text: Any?) -> Double? {
             (try? retainedMessages(broker, prefix + "/status"))?.first?.json["state"] as? String == "offline"
         })
         broker.stop()
+    }
+
+    /// A burst of edges (issue 37): every change is an event, but a spot's and its level's retained states go once when
+    /// the burst begins and once more, as they are at the end, a second later, never once per edge; a change after a
+    /// quiet second goes at once again. Live messages are counted at a subscriber; the retained ones are read back.
+    @Test func aBurstSendsEveryEventButEachStateOncePerSecond() throws {
+        let dir = temporaryDirectory()
+        let broker = try Broker()
+        let subscriber = try Subscriber(broker)
+        try subscriber.listen()
+        let path = dir.appendingPathComponent("agent.yaml").path
+        try """
+        site: testsite
+        device: p2-east
+        board: simulated
+        levels: [ { id: P2, capacity: 4 } ]
+        spots:
+          - { id: P2-A-01, input: GPIO22, delayed_on: 0, delayed_off: 0, chatter_limit: 10000 }
+        """.write(toFile: path, atomically: true, encoding: .utf8)
+        // 11 edges 40 ms apart from 3 s (long after the start's states: occupied at the end), then one more edge 3 s
+        // after the burst (free).
+        var trace = (0..<11).map { #"{"t_ms": \#(3000 + $0 * 40), "input": "GPIO22", "value": \#(($0 + 1) % 2)}"# }
+        trace.append(#"{"t_ms": 6400, "input": "GPIO22", "value": 0}"#)
+        let agent = try Child(agentBinary, ["run", "--config", path, "--replay", try writeTrace(dir, trace.joined(separator: "\n")),
+                                            "--broker", broker.url, "--outbox", dir.path + "/outbox"])
+        defer { agent.signal(SIGTERM); _ = agent.wait(10); broker.stop() }
+        func live(_ topic: String) -> [[String: Any]] { subscriber.messages.filter { $0.topic == prefix + topic }.map(\.json) }
+        func states(_ topic: String) -> [String?] { live(topic).map { $0["state"] as? String } }
+        #expect(eventually(10) { subscriber.events().count == 11 }, "\(subscriber.events().count) events; \(agent.stderr)")
+        // The start's states, the burst's first edge at once, then its end a second later at most.
+        #expect(eventually(5) { live("/state/spot/P2-A-01").last?["seq"] as? Int == 11 }, "\(live("/state/spot/P2-A-01"))")
+        #expect(eventually(5) { live("/state/level/P2").count == 3 }, "\(live("/state/level/P2"))")
+        #expect(states("/state/spot/P2-A-01") == ["free", "occupied", "occupied"])
+        #expect(live("/state/spot/P2-A-01").compactMap { $0["seq"] as? Int }.suffix(2) == [1, 11], "the first edge's, then the last")
+        #expect(live("/state/level/P2").map { $0["spots_occupied"] as? Int } == [0, 1, 1])
+        // The edge after a quiet spell: its event and its states at once, one each.
+        #expect(eventually(10) { subscriber.events().count == 12 && live("/state/spot/P2-A-01").count == 4 && live("/state/level/P2").count == 4 },
+                "\(subscriber.events().count) events, \(live("/state/spot/P2-A-01"))")
+        try subscriber.drain()
+        #expect(states("/state/spot/P2-A-01") == ["free", "occupied", "occupied", "free"])
+        #expect(live("/state/level/P2").count == 4)
+        #expect(live("/state/spot/P2-A-01").last?["seq"] as? Int == 12)
+        #expect(subscriber.events().map { $0["seq"] as? Int } == Array(1...12))
+        let retained = try retainedMessages(broker, prefix + "/state/#")
+        #expect(retained.first { $0.topic.hasSuffix("/state/spot/P2-A-01") }?.json["state"] as? String == "free")
+        subscriber.stop()
     }
 
     /// The simulated garage starts empty, so a level its lanes count starts at 0; a level no lane enters has no lane

@@ -101,7 +101,17 @@ func rawChanges(_ trace: String) -> [String: Int] {
             #expect(input.changes == expected[input.input, default: 0], "\(input.input)")
             #expect((input.lastChange == nil) == (input.changes == 0))
         }
-        // Spots and levels as last published, retained.
+        // Spots and levels as last published, retained (a state that changed within a second of its last publish
+        // follows within that second, see StatePace).
+        func matches(_ retained: [Received]) -> Bool {
+            status.spots.allSatisfy { spot in
+                retained.first { $0.topic == prefix + "/state/spot/" + spot.id }?.json["state"] as? String == spot.state
+            } && status.levels.allSatisfy { level in
+                let published = retained.first { $0.topic == prefix + "/state/level/" + level.id }?.json
+                return published?["spots_unknown"] as? Int == level.spotsUnknown && published?["occupied"] as? Int == level.occupied
+            }
+        }
+        #expect(eventually(5) { (try? retainedMessages(broker, prefix + "/state/#")).map(matches) == true })
         let retained = try retainedMessages(broker, prefix + "/state/#")
         for spot in status.spots {
             let published = retained.first { $0.topic == prefix + "/state/spot/" + spot.id }?.json

@@ -109,21 +109,41 @@ extension AgentRuntime {
         }
     }
 
-    /// The events a reservation on disk now covers (held while the disk refused one), then the states that changed.
+    /// The events a reservation on disk now covers (held while the disk refused one), then the states that changed, at
+    /// the pace `StatePace` keeps (one publish per topic and second at most; a state that waits goes as it is then).
     func publishChangedStates() {
         deliver(.sendable(upTo: stamper.state.durable))
         // A spot's state names the newest event it includes (its seq): while events wait for a reservation on disk,
         // the states wait with them, or a crash now would leave the broker a state ahead of every seq sent again.
         statesHeld = stamper.state.awaitingReservation
-        guard !statesHeld else { return }
-        let changed = garage.takeChanged()
-        for s in changed.spots {
-            let spot = inGarage { $0.spot(s) }
-            session.setRetained(topic: spotTopics[s], payload: WireJSON.encode(inStamper { $0.spotState(spot) }))
+        guard !statesHeld else {
+            deadlines.states = nil   // (they go once the reservation is there, see `run()`)
+            return
         }
-        for l in changed.levels {
-            let level = inGarage { $0.level(l) }
-            session.setRetained(topic: levelTopics[l], payload: WireJSON.encode(inStamper { $0.levelState(level) }))
+        let changed = garage.takeChanged()
+        guard !changed.spots.isEmpty || !changed.levels.isEmpty || statePace.due != nil else { return }
+        let now = realNow()
+        for s in changed.spots where statePace.changed(s, now: now) { publishState(s) }
+        for l in changed.levels where statePace.changed(spotTopics.count + l, now: now) { publishState(spotTopics.count + l) }
+        for topic in statePace.takeDue(now: now) { publishState(topic) }
+        deadlines.states = statePace.due
+    }
+
+    /// Every state that waits for its interval, now (a new connection, the stop), unless events wait for a reservation.
+    func publishWaitingStates() {
+        guard !statesHeld else { return }
+        for topic in statePace.takeAll(now: realNow()) { publishState(topic) }
+        deadlines.states = nil
+    }
+
+    /// A spot's (index below the spots' count) or a level's state as it is now, to its retained topic.
+    private func publishState(_ topic: Int) {
+        if topic < spotTopics.count {
+            let spot = inGarage { $0.spot(topic) }
+            session.setRetained(topic: spotTopics[topic], payload: WireJSON.encode(inStamper { $0.spotState(spot) }))
+        } else {
+            let level = inGarage { $0.level(topic - spotTopics.count) }
+            session.setRetained(topic: levelTopics[topic - spotTopics.count], payload: WireJSON.encode(inStamper { $0.levelState(level) }))
         }
     }
 

@@ -23,6 +23,7 @@ extension AgentRuntime {
             stamper.state.reserveAhead()
             publishChangedStates()
         }
+        publishWaitingStates()   // the broker keeps each topic's latest state
         session.sayOffline()
         let giveUp = monotonicNanoseconds() + options.stopGrace.nanosecondCount
         var unread = 0   // line changes still queued: never stamped nor stored, the board's levels say the rest at the next start

@@ -60,6 +60,8 @@ final class AgentRuntime: @unchecked Sendable {
     var clockReadAt: MonotonicInstant?
     /// The loop's own deadlines (watchdog, clock, shed, status, outbox write, reservation): real monotonic nanoseconds.
     var deadlines = LoopDeadlines()
+    /// At most one retained state per spot or level and second (spots' indices first, then the levels').
+    var statePace: StatePace
     /// The wait before the clock is read again while NTP has not set it.
     var clockWait: Duration = .seconds(1)
     let lineQueue: LineQueue
@@ -102,6 +104,7 @@ final class AgentRuntime: @unchecked Sendable {
         topics = Topics(site: config.site, device: config.device)
         spotTopics = config.spots.map { [topics] in topics.spot($0.id) }
         levelTopics = config.levels.map { [topics] in topics.level($0.id) }
+        statePace = StatePace(topics: config.spots.count + config.levels.count, every: StatePace.interval)
         lineQueue = LineQueue(bound: options.lineQueueBound) { [inbox] in inbox.post(.lines) }
         let boot = stamper.state.boot
         let offline = LinkSettings.Will(topic: topics.status) { connection in
@@ -262,6 +265,7 @@ final class AgentRuntime: @unchecked Sendable {
                 }
                 if let due = deadlines.refusedPublish, due <= realNow() { deliver(.time) }
                 if let due = deadlines.echo, due <= realNow() { noEcho() }
+                if let due = deadlines.states, due <= realNow() { publishChangedStates() }
                 if let due = deadlines.watchdog, let every = options.service.watchdogInterval, due <= realNow() {
                     options.service.alive()   // the watchdog is fed by the event loop itself
                     deadlines.watchdog = realNow() + every.nanosecondCount
@@ -294,6 +298,7 @@ final class AgentRuntime: @unchecked Sendable {
                 case .contested, .refused: break   // in the status (`noteForStatus`); the core keeps refused events
                 case .disconnected: break   // waiting commands wait for the next connection, to be answered there
                 case .connected:
+                    publishWaitingStates()   // (the birth sent the latest states published; these are newer)
                     answerWaitingCommands()
                 case .acknowledged:
                     answerWaitingCommands()

@@ -17,17 +17,19 @@ struct LoopDeadlines {
     var refusedPublish: Int64?
     /// MQTT 3.1.1: publish the status again, none of it having come back (see `EchoCheck`).
     var echo: Int64?
+    /// Publish the retained spot and level states that waited for their interval (see `StatePace`).
+    var states: Int64?
 
     /// The earliest armed deadline, the garage's timer (`timer`) included (no array built: this runs on every input).
     func earliest(with timer: Int64?) -> Int64? {
         earliestOf(earliestOf(earliestOf(timer, watchdog), earliestOf(clock, shed)),
-                   earliestOf(earliestOf(status, outboxWrite), earliestOf(earliestOf(reservation, refusedPublish), echo)))
+                   earliestOf(earliestOf(status, outboxWrite), earliestOf(earliestOf(reservation, refusedPublish), earliestOf(echo, states))))
     }
 
     /// One of the housekeeping deadlines (every one but the status's) has passed.
     func housekeepingPassed(_ now: Int64) -> Bool {
         earliestOf(earliestOf(watchdog, clock), earliestOf(earliestOf(shed, outboxWrite),
-                                                           earliestOf(earliestOf(reservation, refusedPublish), echo)))
+                                                           earliestOf(earliestOf(reservation, refusedPublish), earliestOf(echo, states))))
             .map { $0 <= now } ?? false
     }
 }
