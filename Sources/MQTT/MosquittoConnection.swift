@@ -90,6 +90,10 @@ package final class MosquittoConnection: @unchecked Sendable {
         _ = mosquitto_int_option(handle, MOSQ_OPT_PROTOCOL_VERSION,
                                  settings.protocolVersion == 5 ? MQTT_PROTOCOL_V5 : MQTT_PROTOCOL_V311)
         _ = mosquitto_int_option(handle, MOSQ_OPT_SEND_MAXIMUM, settings.inFlightMaximum)
+        // Every publish is one small packet written at once: with Nagle's algorithm a packet that follows one the broker
+        // does not answer (a QoS 0 state) waits for the broker's delayed ACK, up to 40 ms (issue 37: the edge after a
+        // paced state publish was that late at p99).
+        _ = mosquitto_int_option(handle, MOSQ_OPT_TCP_NODELAY, 1)
         mosquitto_connect_callback_set(handle, onConnect)
         mosquitto_disconnect_v5_callback_set(handle, onDisconnect)
         // (The v5 callback is called for MQTT 3.1.1 too, with reason 0: a 3.1.1 PUBACK carries none.)

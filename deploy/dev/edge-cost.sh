@@ -61,8 +61,9 @@ wait_for "$work/cg.log" "trace finished" 300
 sleep 2
 callgrind_control -d "$agent" > /dev/null
 stop_agent "$agent"
-dump=$(ls -t "$work"/cg.out.* 2> /dev/null | grep -v '\.0$' | head -n 1 || true)
-[[ -n "$dump" ]] || dump=$(ls -t "$work"/cg.out* | head -n 1)
+# The dump callgrind_control asked for is the first numbered one (cg.out itself is what the exit wrote).
+dump="$work/cg.out.1"
+[[ -f "$dump" ]] || { echo "edge-cost: no callgrind dump in $work" >&2; exit 1; }
 [[ -z "${KEEP:-}" ]] || cp "$dump" "$KEEP"
 total=$(callgrind_annotate "$dump" 2> /dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1; exit }')
 echo "  instructions per edge (all threads): $((total / EDGES))"

@@ -23,6 +23,9 @@
 # message, plus a random 0..GAP) PARKWISE_BENCH_IDLE_S (60) PARKWISE_BENCH_SPAWNS (5) PARKWISE_BENCH_SD_IOPS (300) PARKWISE_BENCH_BURST (50)
 # PARKWISE_BENCH_PHASES ("tmpfs idle strace loaded disk sd spawn spawn-fixed", any of them; the start always runs)
 # PARKWISE_BENCH_MOUNT_OPTS (ext4 mount options for both disks, e.g. "lazytime"; default: none)
+# PARKWISE_BENCH_BASELINE (a libgpiod 1.6 agent binary of an older build: it runs in every boot as a third agent, on
+# GPIO10 with configs/bench2.yaml, and its edges alternate with the two others' in the tmpfs and loaded phases, so a
+# change is measured before and after in the same boots; the summary prints parkwise / baseline)
 # PARKWISE_AGENT (a libgpiod 1.6 agent binary instead of building one) PARKWISE_VM_BUILD, PARKWISE_VM_CACHE as in
 # run-tests.sh. PARKWISE_BENCH_OUT: where the raw figures go (default: a temporary directory, kept and printed).
 set -uo pipefail
@@ -75,6 +78,11 @@ gcc -O2 -Wall -o "$WORK/probe" "$HERE/bench/probe.c" -lmosquitto -lpthread || di
 MODS="$(vm_block_modules)" || die "no block modules"
 EXTRAS=("$WORK/c-agent=/usr/local/bin/c-agent" "$WORK/probe=/usr/local/bin/probe" "$(command -v strace)=/usr/bin/strace"
         "$HERE/guest/sbs.sh=/sim/sbs.sh")
+BASELINE="${PARKWISE_BENCH_BASELINE:-}"
+if [[ -n "$BASELINE" ]]; then
+    [[ -x "$BASELINE" ]] || die "PARKWISE_BENCH_BASELINE=$BASELINE is not an executable agent binary"
+    EXTRAS+=("$BASELINE=/usr/local/bin/parkwise-baseline")
+fi
 for m in "${VM_BLOCK_MODULES[@]}"; do EXTRAS+=("$MODS/${m##*/}.ko=/lib/modules/bench/${m##*/}.ko"); done
 bash "$HERE/initramfs.sh" "$CACHE" "$AGENT" "$WORK/initrd.cpio" "${EXTRAS[@]}" || die "initramfs failed"
 
@@ -106,7 +114,7 @@ boot() {
                   -drive "file=$dir/sd.img,if=virtio,format=raw,cache=none,aio=threads,throttling.iops-write=$SD_IOPS")
     vm_up "$dir" || { echo "vm-bench: boot $b: the VM did not come up"; return 1; }
     { run "$b" disks "MOUNT_OPTS='$MOUNT_OPTS' sbs_disks" &&
-      run "$b" start "sbs_start c && sbs_start pw /tmp/outbox-pw" &&
+      run "$b" start "sbs_start c && sbs_start pw /tmp/outbox-pw${BASELINE:+ && sbs_start pb /tmp/outbox-pb}" &&
       { ! phase tmpfs || run "$b" tmpfs "sbs_lat $EDGES $GAP"; } &&
       { ! phase idle || run "$b" idle "probe idle $IDLE c,\$(cat /tmp/c.pid) pw,\$(cat /tmp/pw.pid)"; } &&
       { ! phase strace || run "$b" strace "sbs_strace $((EDGES / 2)) $GAP"; }; } || { vm_down; return 1; }
@@ -126,7 +134,7 @@ boot() {
 }
 
 echo "vm-bench: $BOOTS boot(s), $EDGES edges per agent and run; raw figures in $RESULTS"
-echo "vm-bench: parkwise-agent $AGENT ($(git -C "$REPO" rev-parse --short HEAD 2>/dev/null))"
+echo "vm-bench: parkwise-agent $AGENT ($(git -C "$REPO" rev-parse --short HEAD 2>/dev/null))${BASELINE:+, baseline $BASELINE}"
 for b in $(seq 1 "$BOOTS"); do boot "$b"; done
 python3 "$HERE/bench/summary.py" "$RESULTS"
 echo "vm-bench: raw figures kept in $RESULTS"

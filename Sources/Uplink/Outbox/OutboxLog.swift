@@ -260,7 +260,8 @@ final class OutboxLog {
     /// Appends the record's frame (one per edge: no array of its own for each part).
     static func frame(_ record: Record, into bytes: inout [UInt8]) {
         let json = record.json
-        for field in [UInt32(json.count), CRC32.checksum(json)] { withUnsafeBytes(of: field.littleEndian) { bytes += $0 } }
+        withUnsafeBytes(of: UInt32(json.count).littleEndian) { bytes += $0 }
+        withUnsafeBytes(of: CRC32.checksum(json).littleEndian) { bytes += $0 }
         bytes += json
     }
 

@@ -95,6 +95,25 @@ def main(path):
     for label, pw, c, r, unit in table:
         print(f"{label:{w}}  {pw:>15}  {c:>15}  {r:>11}  {unit}")
 
+    # The headline of each closing note: what one paced edge costs parkwise against the C agent, per boot.
+    print("\n=== per edge, parkwise / C agent (outbox on tmpfs), each boot ===")
+    for b in boots:
+        fig = {k: ratio(pick(rows, b, "tmpfs", "lat", "pw", k), pick(rows, b, "tmpfs", "lat", "c", k))
+               for k in ("p50_ms", "p99_ms", "cpu_ms_per_edge")}
+        print(f"boot {b}: p50 ×{span([fig['p50_ms']])}  p99 ×{span([fig['p99_ms']])}  CPU ×{span([fig['cpu_ms_per_edge']])}")
+
+    # An older build in the same boots (PARKWISE_BENCH_BASELINE): before and after a change, without boot-to-boot noise.
+    if any(pick(rows, b, "tmpfs", "lat", "pb", "p50_ms") is not None for b in boots):
+        print(f"\n=== the baseline build in the same boots (outbox on tmpfs): parkwise / baseline, baseline / C agent ===")
+        for key, label, unit in (("p50_ms", "edge → subscriber p50", "ms"), ("p99_ms", "edge → subscriber p99", "ms"),
+                                 ("cpu_ms_per_edge", "CPU per edge (schedstat)", "ms")):
+            pw = [pick(rows, b, "tmpfs", "lat", "pw", key) for b in boots]
+            pb = [pick(rows, b, "tmpfs", "lat", "pb", key) for b in boots]
+            c = [pick(rows, b, "tmpfs", "lat", "c", key) for b in boots]
+            print(f"{label:26} parkwise {span(pw, '{:.3f}'):>13}  baseline {span(pb, '{:.3f}'):>13}  "
+                  f"parkwise/baseline {span([ratio(a, x) for a, x in zip(pw, pb)]):>11}  "
+                  f"baseline/C {span([ratio(x, y) for x, y in zip(pb, c)]):>11}  {unit}")
+
     print("\n=== p99 growth under host load (loaded p99 / quiet tmpfs p99, same boot) ===")
     for name, who in (("pw", "parkwise"), ("c", "C agent")):
         g = [ratio(pick(rows, b, "loaded", "lat", name, "p99_ms"), pick(rows, b, "tmpfs", "lat", name, "p99_ms")) for b in boots]

@@ -1,10 +1,12 @@
 # shellcheck shell=sh
 # Guest side of the side-by-side benchmark (hardware/sim/bench.sh), sourced after lib.sh by each host command.
-# The C agent (/usr/local/bin/c-agent) reads the Pi 5 chip's GPIO9, parkwise-agent (configs/bench1.yaml) its GPIO8;
+# The C agent (/usr/local/bin/c-agent) reads the Pi 5 chip's GPIO9, parkwise-agent (configs/bench1.yaml) its GPIO8, and
+# a baseline parkwise-agent when the host gave one (/usr/local/bin/parkwise-baseline, configs/bench2.yaml) GPIO10;
 # /usr/local/bin/probe drives the lines and subscribes (see hardware/sim/bench/probe.c). Figures only.
 PULLS="/sys/devices/platform/$(device pi5)/$(chip pi5)"
 C_TOPIC=parkwise/v1/vm/c-agent
 PW_TOPIC=parkwise/v1/vm/bench1
+PB_TOPIC=parkwise/v1/vm/bench2
 
 # sbs_disks: the virtio block stack and ext4 (modules in the Debian kernel), the two disks mounted at /mnt/disk
 # (writes and flushes reach the host file) and /mnt/sd (the same, throttled like an SD card), with MOUNT_OPTS if set.
@@ -20,11 +22,16 @@ sbs_disks() {
     echo "clocksource: $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource) (clock_gettime is a system call unless it is tsc)"
 }
 
-# sbs_start c|pw [OUTBOX]: starts one agent through the probe (which times spawn -> first publish), waits for its line.
+# sbs_start c|pw|pb [OUTBOX]: starts one agent through the probe (which times spawn -> first publish), waits for its line.
 sbs_start() {
     if [ "$1" = c ]; then
         probe spawn "$C_TOPIC/#" /tmp/c.log -- /usr/local/bin/c-agent "$(chip pi5)" 9 127.0.0.1 1883 "$C_TOPIC" > /tmp/spawn.out
         line=9
+    elif [ "$1" = pb ]; then
+        rm -rf "$2"
+        probe spawn "$PB_TOPIC/#" /tmp/pb.log -- /usr/local/bin/parkwise-baseline run --config /sim/configs/bench2.yaml \
+            --broker mqtt://127.0.0.1:1883 --outbox "$2" > /tmp/spawn.out
+        line=10
     else
         rm -rf "$2"
         probe spawn "$PW_TOPIC/#" /tmp/pw.log -- /usr/local/bin/parkwise-agent run --config /sim/configs/bench1.yaml \
@@ -37,14 +44,20 @@ sbs_start() {
     [ $rc = 0 ] && wait_used pi5 $line
 }
 
-# sbs_lat N GAP_MS [c|pw|both]: N edges per agent, alternating, each timed to its message at the probe.
+# sbs_lat N GAP_MS [c|pw|both]: N edges per agent, alternating, each timed to its message at the probe; with both, the
+# baseline agent too when it runs.
 sbs_lat() {
     t_c="c,$(cat /tmp/c.pid),$PULLS/sim_gpio9/pull,$C_TOPIC/events,\"seq\""
     t_pw="pw,$(cat /tmp/pw.pid),$PULLS/sim_gpio8/pull,$PW_TOPIC/events,\"spot."
     case "${3:-both}" in
         c) probe lat "$1" "$2" "$t_c" ;;
         pw) probe lat "$1" "$2" "$t_pw" ;;
-        *) probe lat "$1" "$2" "$t_c" "$t_pw" ;;
+        *)
+            if [ -f /tmp/pb.pid ]; then
+                probe lat "$1" "$2" "$t_c" "$t_pw" "pb,$(cat /tmp/pb.pid),$PULLS/sim_gpio10/pull,$PB_TOPIC/events,\"spot."
+            else
+                probe lat "$1" "$2" "$t_c" "$t_pw"
+            fi ;;
     esac
 }
 
