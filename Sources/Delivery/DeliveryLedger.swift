@@ -83,6 +83,9 @@ public struct DeliveryLedger: Sendable {
     public private(set) var declarations: [Declaration] = []
     /// Seqs accepted into the outbox, not acknowledged, not given up.
     public private(set) var pending: Set<UInt64> = []
+    /// The lowest pending seq, kept where `pending` changes (`lowestPendingRemoved`): `settled` is read after every
+    /// batch, and a walk of every pending seq there cost each event of an outage as much as the outbox held (issue 37).
+    private var lowestPending: UInt64?
     /// Seqs that may have reached the broker and are not acknowledged: handed to the link on any connection (the
     /// outbox hands only what it holds), or loaded at start (the last run may have sent them). Sticky until acknowledged.
     public private(set) var handed: Set<UInt64> = []
@@ -166,6 +169,7 @@ public struct DeliveryLedger: Sendable {
             if let a = announcement, a.exact, a.seqs.contains(seq) { discard.append(seq) } else { pending.insert(seq) }
         }
         handed = pending
+        lowestPending = pending.min()
         floorCovers = disk.outbox?.highest ?? .max
         startActions = discard.isEmpty ? [] : [.discardPending(discard)]
         if !fresh.isEmpty { startActions.insert(.recordDrops(fresh.ranges), at: 0) }
@@ -195,10 +199,12 @@ public struct DeliveryLedger: Sendable {
     public mutating func accepted(_ seqs: [UInt64], dropped: [UInt64], recorded: Bool) -> [Action] {
         for seq in seqs { stamped = max(stamped, seq) }
         pending.formUnion(seqs)
+        if let low = seqs.min(), low < lowestPending ?? .max { lowestPending = low }
         guard !dropped.isEmpty else { return [] }
         for seq in dropped {
             precondition(!handed.contains(seq), "seq \(seq) was handed to the broker: it may arrive, and is never given up")
             pending.remove(seq)
+            lowestPendingRemoved(seq)
         }
         for range in SeqRuns(seqs: dropped).ranges { add(range, recorded ? .durable : .unrecorded) }
         return [.saveState] + announcementDue()
@@ -250,6 +256,7 @@ public struct DeliveryLedger: Sendable {
 
     public mutating func acknowledged(_ seq: UInt64) {
         pending.remove(seq)
+        lowestPendingRemoved(seq)
         handed.remove(seq)
     }
 
@@ -273,13 +280,33 @@ public struct DeliveryLedger: Sendable {
         return [.releaseDropRecords(told), .saveState] + announcementDue()
     }
 
+    /// Once the lowest pending seq leaves, the next one up: among many, the next seq as a rule (events are acknowledged
+    /// in order), found by a short look; past it (a gap of declared drops), and among a few, by a walk.
+    private mutating func lowestPendingRemoved(_ seq: UInt64) {
+        guard seq == lowestPending else { return }
+        guard pending.count > 64 else {   // (a walk of so few costs no more than the look)
+            lowestPending = pending.min()
+            return
+        }
+        var next = seq
+        for _ in 0..<64 {
+            guard next < .max else { break }
+            next += 1
+            if pending.contains(next) {
+                lowestPending = next
+                return
+            }
+        }
+        lowestPending = pending.min()
+    }
+
     // MARK: - Reading
 
     /// Every seq up to this one was acknowledged or told by an acknowledged announcement (for the sequence ledger).
     public var settled: UInt64 {
         // (Never below the start's: everything up to it was settled then, whatever a stale file says.)
         var low = stamped
-        if let oldest = pending.min() { low = min(low, oldest - 1) }
+        if let oldest = lowestPending { low = min(low, oldest - 1) }
         if let first = declarations.first { low = min(low, first.seqs.lowerBound - 1) }
         for d in declarations { if case .announcing(let seq, _) = d.phase { low = min(low, seq - 1) } }
         return max(low, min(settledAtStart, stamped))

@@ -29,6 +29,33 @@ import Testing
         #expect(core.sparing(adding: 1) == [1, 2, 3], "handed: the outbox gives up the incoming event instead")
     }
 
+    /// `settled` is everything below the lowest pending seq (issue 37: kept as events come and go, not found by a walk of
+    /// every pending seq after each batch): in an outage of 300 events, acknowledgements in order, out of order, and
+    /// across a gap the outbox gave up, each leave it where a walk would.
+    @Test func settledFollowsTheLowestPendingSeqAsAcknowledgementsComeInAnyOrder() {
+        var core = DeliveryCore(start: .init(), window: 400, capacity: 1000)
+        core.handle(.stored(seqs: Array(1...300), dropped: [], recorded: true), at: 0)
+        _ = effects(&core)
+        #expect(core.settled == 0)
+        core.handle(.connected, at: 0)
+        _ = effects(&core)
+        func ack(_ seqs: [UInt64]) { for seq in seqs { core.handle(.acknowledged(seq), at: 0) }; _ = effects(&core) }
+        ack([2, 3, 5])                       // not the lowest: nothing settles
+        #expect(core.settled == 0)
+        ack([1])                             // 1, 2, 3 settled; 4 is the lowest pending
+        #expect(core.settled == 3)
+        ack([4])                             // 5 was acknowledged: 6 is next
+        #expect(core.settled == 5)
+        ack(Array(7...200))                  // 6 still pending: nothing moves
+        #expect(core.settled == 5)
+        ack([6])                             // the next pending is 201, far past a short look
+        #expect(core.settled == 200)
+        ack(Array(201...299).reversed())     // the newest first: the lowest leaves last
+        #expect(core.settled == 299)
+        ack([300])
+        #expect(core.settled == 300)
+    }
+
     /// A broker that never acknowledges: the window fills, nothing more is handed, and once every kept event is handed
     /// the incoming ones are what the full outbox gives up (declared, never sent). A new connection sends the window again.
     @Test func aBrokerThatNeverAcknowledgesCostsOnlyIncomingEvents() {
