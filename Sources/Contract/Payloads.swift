@@ -279,9 +279,7 @@ public enum WireJSON {
 
     /// Nil where JSONEncoder would have thrown (a NaN, an infinity).
     public static func encodeIfValid(_ value: some WireWritable) -> [UInt8]? {
-        var writer = WireWriter(capacity: 256)
-        value.write(to: &writer)
-        return writer.failed ? nil : writer.bytes
+        WireWriter.written { value.write(to: &$0) }
     }
 
     /// What is sent for a payload JSON cannot hold.

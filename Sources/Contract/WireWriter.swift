@@ -1,54 +1,105 @@
 /// Writes JSON into a byte buffer exactly as `JSONEncoder` with `.sortedKeys` writes it, for the payloads sent on
 /// every edge (a new `JSONEncoder` and its boxes per payload cost more than the rest of the edge). The caller writes
 /// the keys in JSONEncoder's sorted order (plain byte order); `WireWriterTests` checks every byte against JSONEncoder.
-public struct WireWriter {
-    public private(set) var bytes: [UInt8] = []
+public struct WireWriter: ~Copyable {
+    /// Where the bytes go: a scratch buffer on the caller's stack (`written`), moved to the heap only if a payload
+    /// outgrows it. Every byte written was a call into the runtime with an array (a uniqueness check, a capacity check,
+    /// often a growth): per edge some hundred calls, each a lookup of its own under the VM bench's emulated CPU.
+    private var base: UnsafeMutablePointer<UInt8>
+    private var capacity: Int
+    private var count = 0
+    private var onHeap = false
     /// A value JSON cannot hold (NaN, infinity) was written: JSONEncoder would have thrown.
     public private(set) var failed = false
     private var first = true
 
-    public init(capacity: Int) {
-        bytes.reserveCapacity(capacity)
+    private init(scratch: UnsafeMutableBufferPointer<UInt8>) {
+        base = scratch.baseAddress!
+        capacity = scratch.count
     }
 
+    deinit { if onHeap { base.deallocate() } }
+
+    /// The bytes `write` writes, in an array of their size; nil if they cannot be JSON (as `failed`).
+    public static func written(_ write: (inout WireWriter) -> Void) -> [UInt8]? {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 512) { scratch in
+            var writer = WireWriter(scratch: scratch)
+            write(&writer)
+            guard !writer.failed else { return nil }
+            let (base, count) = (writer.base, writer.count)
+            return [UInt8](unsafeUninitializedCapacity: count) { array, initialized in
+                array.baseAddress!.initialize(from: base, count: count)
+                initialized = count
+            }
+        }
+    }
+
+    @inline(__always) private mutating func room(for more: Int) {
+        if count + more > capacity { grow(to: count + more) }
+    }
+
+    private mutating func grow(to needed: Int) {
+        let larger = max(capacity * 2, needed)
+        let moved = UnsafeMutablePointer<UInt8>.allocate(capacity: larger)
+        moved.initialize(from: base, count: count)
+        if onHeap { base.deallocate() }
+        (base, capacity, onHeap) = (moved, larger, true)
+    }
+
+    @inline(__always) private mutating func put(_ byte: UInt8) {
+        room(for: 1)
+        base[count] = byte
+        count += 1
+    }
+
+    @inline(__always) private mutating func put(_ run: UnsafeBufferPointer<UInt8>) {
+        guard let start = run.baseAddress, !run.isEmpty else { return }
+        room(for: run.count)
+        (base + count).initialize(from: start, count: run.count)
+        count += run.count
+    }
+
+    private mutating func put(_ text: StaticString) { text.withUTF8Buffer { put($0) } }
+
     public mutating func open() {
-        bytes.append(UInt8(ascii: "{"))
+        put(UInt8(ascii: "{"))
         first = true
     }
 
     public mutating func close() {
-        bytes.append(UInt8(ascii: "}"))
+        put(UInt8(ascii: "}"))
         first = false
     }
 
     /// `"name":`, after a comma unless it is the object's first key. Keys are plain ASCII: never escaped.
     public mutating func key(_ name: StaticString) {
-        if !first { bytes.append(UInt8(ascii: ",")) }
+        name.withUTF8Buffer { name in
+            room(for: name.count + 4)
+            if !first {
+                base[count] = UInt8(ascii: ",")
+                count += 1
+            }
+            base[count] = UInt8(ascii: "\"")
+            if let start = name.baseAddress { (base + count + 1).initialize(from: start, count: name.count) }
+            base[count + 1 + name.count] = UInt8(ascii: "\"")
+            base[count + 2 + name.count] = UInt8(ascii: ":")
+            count += name.count + 3
+        }
         first = false
-        bytes.append(UInt8(ascii: "\""))
-        name.withUTF8Buffer { bytes.append(contentsOf: $0) }
-        bytes.append(UInt8(ascii: "\""))
-        bytes.append(UInt8(ascii: ":"))
     }
 
     /// A value already written as JSON (by a `WireWriter` with the same settings), as it is.
-    public mutating func raw(_ json: [UInt8]) { bytes.append(contentsOf: json) }
+    public mutating func raw(_ json: [UInt8]) { json.withUnsafeBufferPointer { put($0) } }
 
     /// What is being written cannot be JSON (as `failed`).
     public mutating func fail() { failed = true }
 
-    public mutating func null() { bytes.append(contentsOf: [UInt8(ascii: "n"), UInt8(ascii: "u"), UInt8(ascii: "l"), UInt8(ascii: "l")]) }
+    public mutating func null() { put("null") }
 
-    public mutating func bool(_ value: Bool) {
-        if value {
-            bytes.append(contentsOf: [UInt8(ascii: "t"), UInt8(ascii: "r"), UInt8(ascii: "u"), UInt8(ascii: "e")])
-        } else {
-            bytes.append(contentsOf: [UInt8(ascii: "f"), UInt8(ascii: "a"), UInt8(ascii: "l"), UInt8(ascii: "s"), UInt8(ascii: "e")])
-        }
-    }
+    public mutating func bool(_ value: Bool) { put(value ? "true" : "false") }
 
     public mutating func integer(_ value: Int) {
-        if value < 0 { bytes.append(UInt8(ascii: "-")) }
+        if value < 0 { put(UInt8(ascii: "-")) }
         unsigned(UInt64(value.magnitude))
     }
 
@@ -61,7 +112,7 @@ public struct WireWriter {
                 buffer[at] = UInt8(ascii: "0") &+ UInt8(n % 10)
                 n /= 10
             } while n != 0
-            bytes.append(contentsOf: buffer[at...])
+            put(UnsafeBufferPointer(rebasing: buffer.assumingMemoryBound(to: UInt8.self)[at...]))
         }
     }
 
@@ -73,7 +124,7 @@ public struct WireWriter {
         }
         var text = value.description
         if text.hasSuffix(".0") { text.removeLast(2) }
-        bytes.append(contentsOf: text.utf8)
+        text.withUTF8 { put($0) }
     }
 
     /// A string, escaped as JSONEncoder escapes it: runs of bytes that need no escape (in ids and times, all of them)
@@ -81,36 +132,37 @@ public struct WireWriter {
     public mutating func string(_ value: String) {
         var value = value
         value.withUTF8 { utf8 in
-            bytes.append(UInt8(ascii: "\""))
+            put(UInt8(ascii: "\""))
             var start = 0, i = 0
             let end = utf8.count
             while i < end {
                 let byte = utf8[i]
                 if byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
-                    bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<i]))
+                    put(UnsafeBufferPointer(rebasing: utf8[start..<i]))
                     escape(byte)
                     start = i + 1
                 }
                 i += 1
             }
-            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<end]))
-            bytes.append(UInt8(ascii: "\""))
+            put(UnsafeBufferPointer(rebasing: utf8[start..<end]))
+            put(UInt8(ascii: "\""))
         }
     }
 
     private mutating func escape(_ byte: UInt8) {
-        bytes.append(UInt8(ascii: "\\"))
+        put(UInt8(ascii: "\\"))
         switch byte {
-        case 0x08: bytes.append(UInt8(ascii: "b"))
-        case 0x0C: bytes.append(UInt8(ascii: "f"))
-        case 0x0A: bytes.append(UInt8(ascii: "n"))
-        case 0x0D: bytes.append(UInt8(ascii: "r"))
-        case 0x09: bytes.append(UInt8(ascii: "t"))
+        case 0x08: put(UInt8(ascii: "b"))
+        case 0x0C: put(UInt8(ascii: "f"))
+        case 0x0A: put(UInt8(ascii: "n"))
+        case 0x0D: put(UInt8(ascii: "r"))
+        case 0x09: put(UInt8(ascii: "t"))
         case 0x00..<0x20:
             let low = byte & 0xF
-            bytes.append(contentsOf: [UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), UInt8(ascii: "0") + (byte >> 4),
-                                      low < 10 ? UInt8(ascii: "0") + low : UInt8(ascii: "a") + low - 10])
-        default: bytes.append(byte)   // " \\
+            put("u00")
+            put(UInt8(ascii: "0") + (byte >> 4))
+            put(low < 10 ? UInt8(ascii: "0") + low : UInt8(ascii: "a") + low - 10)
+        default: put(byte)   // " \\
         }
     }
 

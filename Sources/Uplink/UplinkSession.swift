@@ -123,8 +123,13 @@ public final class UplinkSession {
     /// connection is gone (its disconnect follows).
     @discardableResult
     public func send(_ seq: UInt64, replayed: Bool) -> Bool {
+        if !replayed {
+            // The bytes alone: the entry is only needed to mark a replay.
+            guard let wire = outbox.wire(seq: seq) else { return false }
+            return publish(topic: topics.events, payload: wire, retain: false, as: .event(seq))
+        }
         guard let entry = outbox.entry(seq: seq) else { return false }
-        return send(entry, replayed: replayed, as: .event(seq))
+        return send(entry, replayed: true, as: .event(seq))
     }
 
     /// Publishes the announcement of dropped events (the core's `sendAnnouncement`). It stays out of the outbox (a

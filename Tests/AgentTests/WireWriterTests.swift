@@ -43,6 +43,18 @@ import Testing
         }
     }
 
+    /// The writer starts in a scratch buffer on the stack and moves to the heap for what outgrows it: a payload of
+    /// every size around that move, and far past it, comes out whole.
+    @Test func payloadsLargerThanTheScratchBufferComeOutWhole() {
+        for size in [0, 300, 400, 450, 480, 500, 511, 512, 513, 600, 1_100, 20_000] {
+            var e = EventPayload(id: "i", seq: 1, boot: 1, type: "spot.occupied", at: "a", clock: "synced")
+            e.reason = String(repeating: "x", count: size)
+            expectSameBytes(e, round: size)
+            e.reason = String(repeating: "\u{1}\"é", count: size / 3)
+            expectSameBytes(e, round: size)
+        }
+    }
+
     /// Each awkward value alone, so a failure names it.
     @Test func awkwardValuesMatchOneByOne() {
         for text in PayloadDice.hostilePieces + [PayloadDice.hostilePieces.joined()] {

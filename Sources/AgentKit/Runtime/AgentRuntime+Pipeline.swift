@@ -27,14 +27,18 @@ extension AgentRuntime {
             seqsExhausted.occurred(events.count - room, ["last_seq": DeviceState.lastSeq, "hint": Self.seqsExhaustedHint])
             events.removeLast(events.count - room)
         }
-        let entries = (events.map { stamper.stamp($0, synced: clockSynced) } + deviceEvents).sorted { $0.event.seq < $1.event.seq }
+        var entries = events.map { stamper.stamp($0, synced: clockSynced) }
+        if !deviceEvents.isEmpty {
+            entries += deviceEvents
+            entries.sort { $0.event.seq < $1.event.seq }
+        }
         events.removeAll(keepingCapacity: true)
         deviceEvents.removeAll()
         tracker.note(entries)
         stamper.state.setLaneCounts(inGarage { $0.laneCounts })
         saveState()
         drain()
-        for entry in entries { Log.debug("event", ["type": entry.event.type, "seq": entry.event.seq]) }
+        for i in entries.indices { Log.debug("event", ["type": entries[i].event.type, "seq": entries[i].event.seq]) }
         if !entries.isEmpty {
             // Stored first (one sync), then handed by the core: an event is handed only once the core knows it stored.
             let (lost, recorded) = session.store(entries, sparing: core.sparing(adding: entries.count))

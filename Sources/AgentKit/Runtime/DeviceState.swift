@@ -276,7 +276,8 @@ struct DeviceState {
     /// What the delivery ledger has declared and not yet seen acknowledged: saved with the next `save()`.
     mutating func setDeclarations(_ ranges: [ClosedRange<UInt64>], announcement: OutboxEntry?) {
         if ranges != declared { declared = ranges }
-        if announcement != self.announcement { self.announcement = announcement }
+        // (Mostly none on either side: no copy of an entry compared field by field on every save.)
+        if (announcement != nil || self.announcement != nil) && announcement != self.announcement { self.announcement = announcement }
     }
 
     /// Everything the state file holds is on disk (nothing set since the last successful save).

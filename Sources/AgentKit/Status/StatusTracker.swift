@@ -66,10 +66,12 @@ struct StatusTracker {
 
     /// Events as they are stamped: lane passages are counted.
     mutating func note(_ entries: [OutboxEntry]) {
-        for entry in entries where entry.event.type == "lane.passage" {
-            guard let lane = entry.event.lane else { continue }
+        // By index: a loop over the entries would copy each (a dozen strings retained) to read its type.
+        for i in entries.indices where entries[i].event.type == "lane.passage" {
+            let event = entries[i].event
+            guard let lane = event.lane else { continue }
             passages[lane, default: 0] += 1
-            lastPassage[lane] = AgentStatus.Passage(at: entry.event.at, from: entry.event.from ?? "?", to: entry.event.to ?? "?")
+            lastPassage[lane] = AgentStatus.Passage(at: event.at, from: event.from ?? "?", to: event.to ?? "?")
         }
     }
 

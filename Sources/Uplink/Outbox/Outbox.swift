@@ -77,20 +77,29 @@ public final class MemoryOutbox: Outbox {
 
 extension Outbox {
     /// The pending event with this seq.
-    public func entry(seq: UInt64) -> OutboxEntry? { pending.entry(seq: seq) }
+    public func entry(seq: UInt64) -> OutboxEntry? {
+        let events = pending
+        return events.index(seq: seq).map { events[$0] }
+    }
+
+    /// The pending event's bytes as published: no copy of the entry (a dozen strings retained and released) for them.
+    public func wire(seq: UInt64) -> [UInt8]? {
+        let events = pending
+        guard let i = events.index(seq: seq) else { return nil }
+        return events[i].wire
+    }
 }
 
 extension [OutboxEntry] {
-    /// The event with this seq (binary search: an outbox holds its events in seq order).
-    func entry(seq: UInt64) -> OutboxEntry? {
-        let events = self
-        var low = 0, high = events.count
+    /// Where the event with this seq is (binary search: an outbox holds its events in seq order).
+    func index(seq: UInt64) -> Int? {
+        var low = 0, high = count
         while low < high {
             let mid = (low + high) / 2
-            if events[mid].event.seq < seq { low = mid + 1 } else { high = mid }
+            if self[mid].event.seq < seq { low = mid + 1 } else { high = mid }
         }
-        if low < events.count && events[low].event.seq == seq { return events[low] }
-        return events.first { $0.event.seq == seq }   // (never out of order on disk; cheap insurance if one was)
+        if low < count && self[low].event.seq == seq { return low }
+        return firstIndex { $0.event.seq == seq }   // (never out of order on disk; cheap insurance if one was)
     }
 }
 

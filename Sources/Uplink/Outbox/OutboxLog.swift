@@ -42,7 +42,7 @@ final class OutboxLog {
         /// The book's record as the file writes it (an add carries its event, found among `entries` by seq).
         init(_ record: OutboxBook.Record, entries: [OutboxEntry]) {
             switch record {
-            case .add(let seq): self.init(add: entries.entry(seq: seq))
+            case .add(let seq): self.init(add: entries.index(seq: seq).map { entries[$0] })
             case .del(let seq): self.init(del: seq)
             case .drop(let seqs): self.init(dropped: seqs)
             case .floor(let seq): self.init(floor: seq)
@@ -204,9 +204,13 @@ final class OutboxLog {
     /// Appends records; with `sync`, they are on disk when this returns.
     func append(_ records: [Record], sync: Bool) throws(UplinkError) {
         var bytes: [UInt8] = []
-        for record in records { OutboxLog.frame(record, into: &bytes) }
+        bytes.reserveCapacity(records.count * 512)   // (an event's record: some 400 bytes; no growth on the way)
         // Adds, drops and floors all say a seq was used: the highest counts (a drop record's `dropTo` is its highest).
-        let stored = records.map { max($0.dropTo ?? $0.seq, $0.floor ?? 0) }.max() ?? 0
+        var stored: UInt64 = 0
+        for i in records.indices {   // (by index: no copy of each record and the event it carries)
+            OutboxLog.frame(records[i], into: &bytes)
+            stored = max(stored, records[i].dropTo ?? records[i].seq, records[i].floor ?? 0)
+        }
         // The reserve runs out about once between two compactions: a new one, synced with these records.
         let end = size + off_t(bytes.count)
         var grows = end > reserved && !reserveRefused

@@ -34,8 +34,6 @@ extension OutboxLog.Record: WireWritable {
 
     /// The record's JSON in the outbox file; empty where JSONEncoder would have thrown (a NaN), as it always was.
     var json: [UInt8] {
-        var writer = WireWriter(capacity: 384)
-        write(to: &writer)
-        return writer.failed ? [] : writer.bytes
+        WireWriter.written { write(to: &$0) } ?? []
     }
 }
