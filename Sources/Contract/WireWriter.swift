@@ -26,11 +26,7 @@ public struct WireWriter: ~Copyable {
             var writer = WireWriter(scratch: scratch)
             write(&writer)
             guard !writer.failed else { return nil }
-            let (base, count) = (writer.base, writer.count)
-            return [UInt8](unsafeUninitializedCapacity: count) { array, initialized in
-                array.baseAddress!.initialize(from: base, count: count)
-                initialized = count
-            }
+            return [UInt8](UnsafeBufferPointer(start: writer.base, count: writer.count))
         }
     }
 

@@ -103,6 +103,15 @@ for line in open(dump, errors="replace"):
 total = sum(self_cost.values())
 alloc = sum(v for k, v in calls_to.items() if k in ("malloc", "calloc", "realloc", "posix_memalign"))
 print(f"  malloc/calloc/realloc/posix_memalign calls per edge: {alloc / edges:.1f} (swift_allocObject: {calls_to.get('swift_allocObject', 0) / edges:.1f})")
+# Calls: under the VM bench's emulated CPU (qemu TCG) a call into another page and its return are each a lookup of
+# the translated code, after every context switch a slow one; they cost more there than the instructions they run.
+def share(prefixes):
+    return sum(v for k, v in calls_to.items() if k.startswith(prefixes)) / edges
+every = sum(calls_to.values()) / edges
+counting = share(("swift_retain", "swift_release", "swift_bridgeObjectRetain", "swift_bridgeObjectRelease"))
+access = share(("swift_beginAccess", "swift_endAccess"))
+print(f"  calls per edge: {every:.0f} (swift_retain/release and bridge-object ones: {counting:.0f}, "
+      f"swift_beginAccess/endAccess (exclusivity checks): {access:.0f}, memcpy: {share(('__memcpy',)):.0f})")
 # Inclusive cost: self plus what each call made cost (callgrind's inclusive cost per call arc; recursion counted once
 # per arc, which is fine for a ranking).
 incl = dict(self_cost)

@@ -18,7 +18,7 @@ extension AgentRuntime {
         let outermost = stamper.wallOffset == nil
         if outermost { stamper.wallOffset = clock.wallOffsetNow() }
         defer { if outermost { stamper.wallOffset = nil } }
-        stamper.state.settled = core.settled
+        stamper.state.settled = inCore { $0.settled }
         // In seq order (device events were stamped when they happened, before this batch's garage events).
         let room = Int(clamping: stamper.state.seqsLeft)
         if events.count > room {
@@ -41,7 +41,7 @@ extension AgentRuntime {
         for i in entries.indices { Log.debug("event", ["type": entries[i].event.type, "seq": entries[i].event.seq]) }
         if !entries.isEmpty {
             // Stored first (one sync), then handed by the core: an event is handed only once the core knows it stored.
-            let (lost, recorded) = session.store(entries, sparing: core.sparing(adding: entries.count))
+            let (lost, recorded) = session.store(entries, sparing: inCore { $0.sparing(adding: entries.count) })
             deliver(.stored(seqs: entries.map(\.event.seq), dropped: lost, recorded: recorded))
         }
         if session.outboxProblem != announcedProblem {

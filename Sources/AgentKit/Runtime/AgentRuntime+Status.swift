@@ -48,6 +48,8 @@ extension AgentRuntime {
     /// Reads the garage in place: a plain read of a struct a class holds copies it first (retaining each of its
     /// arrays), and these reads come after every input.
     func inGarage<T>(_ read: (inout Garage) -> T) -> T { read(&garage) }
+    /// The delivery core read in place (the same reason: its sets and queues retained and released for a number).
+    func inCore<T>(_ read: (inout DeliveryCore) -> T) -> T { read(&core) }
     /// The stamper and its device state, read in place (the same reason).
     func inStamper<T>(_ read: (inout EventStamper) -> T) -> T { read(&stamper) }
 
@@ -58,7 +60,7 @@ extension AgentRuntime {
                              faultedInputs: inGarage { $0.faultedInputCount }, reconnects: tracker.reconnects,
                              storageFault: inStamper {
                                  StatusSnapshot.storageFault(session, $0.state, outboxUnusable: outboxUnusable, readOnly: readOnlyAtStart)
-                             }, idConflict: tracker.idConflict, publishRefused: core.refusal?.reason ?? (echo?.said == true ? EchoCheck.reason : nil))
+                             }, idConflict: tracker.idConflict, publishRefused: inCore { $0.refusal?.reason } ?? (echo?.said == true ? EchoCheck.reason : nil))
     }
 
     func publishStatus(_ snapshot: StatusSnapshot) {

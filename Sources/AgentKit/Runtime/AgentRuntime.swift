@@ -331,7 +331,7 @@ final class AgentRuntime: @unchecked Sendable {
             if case .statusDue = input { refreshStatus(woken: true) } else { refreshStatus(woken: false) }
             scheduleOutboxWrite()
             // What waited for a reservation on disk goes out once one is there (a save can make it, not only a retry).
-            if stamper.state.durable > core.sendableUpTo || (statesHeld && !stamper.state.awaitingReservation) {
+            if stamper.state.durable > inCore({ $0.sendableUpTo }) || (statesHeld && !stamper.state.awaitingReservation) {
                 publishChangedStates()
             }
             // The next block of seqs, reserved once the inbox is empty (a deadline that has passed counts only then),
@@ -339,7 +339,7 @@ final class AgentRuntime: @unchecked Sendable {
             // the disk refused, and a failed save of the state file (its drops, lane counts), are tried again after a
             // wait doubling up to 64 s, never in a loop; once nothing is refused a pending retry gives way.
             // The outbox writes again: what it gave up while it could not is on disk, and may be announced.
-            if session.outboxProblem == nil && core.waitsForOutbox { deliver(.outboxWrites) }
+            if session.outboxProblem == nil && inCore({ $0.waitsForOutbox }) { deliver(.outboxWrites) }
             // The directory read-only at start took a write: whatever fails later is said for what it is.
             if readOnlyAtStart != nil && stamper.state.isSaved && stamper.state.saveProblem == nil
                 && stamper.state.directoryProblem == nil && !stamper.state.awaitingReservation {
@@ -357,7 +357,7 @@ final class AgentRuntime: @unchecked Sendable {
             }
             if stamper.state.reservationDue && !stamper.state.reservationRefused { deadlines.reservation = 0 }
             drain()   // (what a save above decided)
-            deadlines.refusedPublish = core.nextDeadline
+            deadlines.refusedPublish = inCore { $0.nextDeadline }
             deadlines.echo = echo?.due
         }
     }
