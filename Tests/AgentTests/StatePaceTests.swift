@@ -7,11 +7,12 @@ import Testing
     /// The pace in a box: `#expect` takes no mutating call.
     final class Paced {
         var pace: StatePace
-        init(topics: Int, every: Int64) { pace = StatePace(topics: topics, every: every) }
+        init(topics: Int, every: Int64, slack: Int64 = 0) { pace = StatePace(topics: topics, every: every, slack: slack) }
         func changed(_ topic: Int, now: Int64) -> Bool { pace.changed(topic, now: now) }
         func takeDue(now: Int64) -> [Int] { pace.takeDue(now: now) }
         func takeAll(now: Int64) -> [Int] { pace.takeAll(now: now) }
         var due: Int64? { pace.due }
+        var wake: Int64? { pace.wake }
     }
 
     let second: Int64 = 1_000_000_000
@@ -46,6 +47,23 @@ import Testing
         #expect(pace.due == second + second / 2)
         #expect(pace.takeDue(now: 2 * second) == [1])
         #expect(pace.due == nil)
+    }
+
+    /// A waiting state may go from `due` (with whatever wakes the loop then), and the loop wakes for it alone at
+    /// `due` plus the slack; the slack never lets a state go before its interval.
+    @Test func aQuietLoopWakesForWaitingStatesASlackAfterTheyMayGo() {
+        let pace = Paced(topics: 2, every: second, slack: second / 4)
+        #expect(pace.wake == nil)
+        #expect(pace.changed(0, now: 0))
+        #expect(!pace.changed(0, now: 10))
+        #expect(pace.due == second)
+        #expect(pace.wake == second + second / 4)
+        #expect(pace.takeDue(now: second - 1).isEmpty)          // the slack is no head start
+        #expect(pace.takeDue(now: second + 1) == [0])           // an input after `due`: the state goes with it
+        #expect(pace.wake == nil)
+        #expect(!pace.changed(0, now: second + 2))              // sent at 1 s + 1: waits for 2 s + 1
+        #expect(pace.wake == 2 * second + 1 + second / 4)
+        #expect(pace.takeDue(now: 2 * second + 1 + second / 4) == [0])   // nothing came: the loop's own wake-up
     }
 
     @Test func aStopTakesEveryWaitingTopicAtOnce() {

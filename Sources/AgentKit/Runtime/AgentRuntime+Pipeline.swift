@@ -130,7 +130,7 @@ extension AgentRuntime {
         for s in changed.spots where statePace.changed(s, now: now) { publishState(s) }
         for l in changed.levels where statePace.changed(spotTopics.count + l, now: now) { publishState(spotTopics.count + l) }
         for topic in statePace.takeDue(now: now) { publishState(topic) }
-        deadlines.states = statePace.due
+        deadlines.states = statePace.wake
     }
 
     /// Every state that waits for its interval, now (a new connection, the stop), unless events wait for a reservation.

@@ -104,7 +104,7 @@ final class AgentRuntime: @unchecked Sendable {
         topics = Topics(site: config.site, device: config.device)
         spotTopics = config.spots.map { [topics] in topics.spot($0.id) }
         levelTopics = config.levels.map { [topics] in topics.level($0.id) }
-        statePace = StatePace(topics: config.spots.count + config.levels.count, every: StatePace.interval)
+        statePace = StatePace(topics: config.spots.count + config.levels.count, every: StatePace.interval, slack: StatePace.slack)
         lineQueue = LineQueue(bound: options.lineQueueBound) { [inbox] in inbox.post(.lines) }
         let boot = stamper.state.boot
         let offline = LinkSettings.Will(topic: topics.status) { connection in
@@ -328,6 +328,8 @@ final class AgentRuntime: @unchecked Sendable {
                 deadlines.status = nil
                 statusSchedule.woke()
             }
+            // States that waited for their interval go with this wake-up once it has passed (see `StatePace`).
+            if let due = statePace.due, due <= coarseMonotonicNanoseconds() { publishChangedStates() }
             if case .statusDue = input { refreshStatus(woken: true) } else { refreshStatus(woken: false) }
             scheduleOutboxWrite()
             // What waited for a reservation on disk goes out once one is there (a save can make it, not only a retry).
