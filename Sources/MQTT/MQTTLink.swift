@@ -259,9 +259,10 @@ public final class MQTTLink: Sendable {
     /// For a host that runs the link's rounds (`hosted`): while it has a live connection to run, the socket to poll,
     /// what for, and when a round is due without it (monotonic milliseconds).
     public func hostedPoll() -> (fd: Int32, events: Int16, due: Int64?)? {
+        // In place (`guest!`): a copy of the guest retained and released its connection and buffers on every input.
         guests.withLock { guest in
-            guard let guest, guest.lost == nil else { return nil }
-            return (guest.io.connection.socket, guest.io.events, guest.io.due)
+            guard guest != nil, guest!.lost == nil else { return nil }
+            return (guest!.io.connection.socket, guest!.io.events, guest!.io.due)
         }
     }
 
@@ -272,12 +273,11 @@ public final class MQTTLink: Sendable {
         // A deadline (revents 0) by the precise clock, as on the link's own thread.
         let now = revents == 0 ? monotonicMilliseconds() : coarseMonotonicMilliseconds()
         guests.withLock { guest in
-            guard var live = guest, live.lost == nil else { return }
-            if case .lost(let reason) = live.io.round(revents: revents, now: now, deliver: emit) {
-                live.lost = reason
+            guard guest != nil, guest!.lost == nil else { return }
+            if case .lost(let reason) = guest!.io.round(revents: revents, now: now, deliver: emit) {
+                guest!.lost = reason
                 wakeup?.signal()
             }
-            guest = live
         }
     }
 

@@ -34,6 +34,7 @@ extension AgentRuntime {
     /// The coarse clock is enough to arm the deadline, but once it has come (`woken`) the precise one decides: the
     /// coarse one may not have reached it yet, and would arm it again, already past (a busy loop until its next tick).
     func refreshStatus(woken: Bool) {
+        guard session.isConnected else { return }   // (nothing is published offline: no facts gathered for it)
         switch statusSchedule.decide(statusHealth, connected: session.isConnected,
                                      now: woken ? { self.realNow() } : coarseMonotonicNanoseconds) {
         case .nothing:

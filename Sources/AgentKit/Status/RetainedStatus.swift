@@ -8,7 +8,10 @@ import ParkWiseContract
 /// that fills waits its turn: each event fills it for a moment. No timer runs unless a change waits for its turn.
 struct RetainedStatusSchedule {
     let every: Duration
-    private(set) var published: StatusPayload.Health?
+    /// The facts last published (`everPublished`), kept unwrapped: this is compared after every input, and an
+    /// optional's comparison copied both sides (every string retained and released).
+    private var published = StatusPayload.Health(outboxDepth: 0, clock: "", faultedInputs: 0, reconnects: 0)
+    private var everPublished = false
     private var publishedAt: Int64 = .min
     /// A wake-up is armed for a change that came too soon after the last publish.
     private(set) var armed = false
@@ -22,8 +25,8 @@ struct RetainedStatusSchedule {
     /// What to do about the facts now; `now` in real monotonic nanoseconds (the interval is real time, even in a
     /// fast simulation), read only when the facts changed.
     mutating func decide(_ health: StatusPayload.Health, connected: Bool, now readNow: () -> Int64) -> Decision {
-        guard connected, health != published else { return .nothing }
-        if let published, health.storageFault != published.storageFault || health.clock != published.clock
+        guard connected, !everPublished || health != published else { return .nothing }
+        if everPublished, health.storageFault != published.storageFault || health.clock != published.clock
             || (health.idConflict == nil) != (published.idConflict == nil)
             || (health.publishRefused == nil) != (published.publishRefused == nil)
             || (health.outboxDepth == 0 && published.outboxDepth > 0) {
@@ -45,6 +48,7 @@ struct RetainedStatusSchedule {
 
     mutating func didPublish(_ health: StatusPayload.Health, at now: Int64) {
         published = health
+        everPublished = true
         publishedAt = now
     }
 }
