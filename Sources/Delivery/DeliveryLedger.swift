@@ -323,6 +323,8 @@ public struct DeliveryLedger: Sendable {
 
     /// Declared and not yet announced (for the state file), in order.
     public var unannounced: [ClosedRange<UInt64>] { declarations.filter { !$0.announced }.map(\.seqs) }
+    /// Whether `unannounced` has any (read before every save; no arrays built for none).
+    public var hasUnannounced: Bool { declarations.contains { !$0.announced } }
 
     public var declaredSeqCount: UInt64 { declarations.reduce(0) { $0 + UInt64($1.seqs.count) } }
 

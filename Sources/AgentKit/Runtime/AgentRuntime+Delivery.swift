@@ -99,7 +99,7 @@ extension AgentRuntime {
     /// Saves the state file with the core's declarations as they are now; once it holds them, the core is told, and
     /// so is how far the seq reservation on disk lets events go (the caller drains what that decides).
     func saveState() {
-        stamper.state.setDeclarations(core.ledger.unannounced, announcement: announcement)
+        stamper.state.setDeclarations(inCore { $0.ledger.hasUnannounced ? $0.ledger.unannounced : [] })
         stamper.state.save()
         if stamper.state.isSaved { core.handle(.stateSaved, at: realNow()) }
         core.handle(.sendable(upTo: stamper.state.durable), at: realNow())

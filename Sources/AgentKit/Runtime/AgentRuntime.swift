@@ -47,7 +47,8 @@ final class AgentRuntime: @unchecked Sendable {
     /// what to do about it (see `DeliveryCore`; its effects are carried out by `drain()`).
     var core: DeliveryCore
     /// The announcement under way (kept in the state file until the broker acknowledges it).
-    var announcement: OutboxEntry?
+    /// (The state file takes it where it changes, not compared on every save: an absent one copied 400 bytes too.)
+    var announcement: OutboxEntry? { didSet { stamper.state.setAnnouncement(announcement) } }
     /// An MQTT 3.1.1 connection whose broker has not returned this device's status yet (see `EchoCheck`).
     var echo: EchoCheck?
     let link: MQTTLink

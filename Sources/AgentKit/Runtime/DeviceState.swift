@@ -274,10 +274,13 @@ struct DeviceState {
     }
 
     /// What the delivery ledger has declared and not yet seen acknowledged: saved with the next `save()`.
-    mutating func setDeclarations(_ ranges: [ClosedRange<UInt64>], announcement: OutboxEntry?) {
+    mutating func setDeclarations(_ ranges: [ClosedRange<UInt64>]) {
         if ranges != declared { declared = ranges }
-        // (Mostly none on either side: no copy of an entry compared field by field on every save.)
-        if (announcement != nil || self.announcement != nil) && announcement != self.announcement { self.announcement = announcement }
+    }
+
+    /// The announcement of declared seqs, set where it changes (stamped, acknowledged): saved with the next `save()`.
+    mutating func setAnnouncement(_ announcement: OutboxEntry?) {
+        self.announcement = announcement
     }
 
     /// Everything the state file holds is on disk (nothing set since the last successful save).

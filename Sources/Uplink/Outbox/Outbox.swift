@@ -86,20 +86,23 @@ extension Outbox {
     public func wire(seq: UInt64) -> [UInt8]? {
         let events = pending
         guard let i = events.index(seq: seq) else { return nil }
-        return events[i].wire
+        return events.withUnsafeBufferPointer { $0[i].wire }   // (an array's subscript copied the whole entry first)
     }
 }
 
 extension [OutboxEntry] {
     /// Where the event with this seq is (binary search: an outbox holds its events in seq order).
     func index(seq: UInt64) -> Int? {
-        var low = 0, high = count
-        while low < high {
-            let mid = (low + high) / 2
-            if self[mid].event.seq < seq { low = mid + 1 } else { high = mid }
+        // Through the buffer: an array's subscript copies each entry it is asked for (a dozen strings retained).
+        withUnsafeBufferPointer { events in
+            var low = 0, high = events.count
+            while low < high {
+                let mid = (low + high) / 2
+                if events[mid].event.seq < seq { low = mid + 1 } else { high = mid }
+            }
+            if low < events.count && events[low].event.seq == seq { return low }
+            return events.firstIndex { $0.event.seq == seq }   // (never out of order on disk; cheap insurance if one was)
         }
-        if low < count && self[low].event.seq == seq { return low }
-        return firstIndex { $0.event.seq == seq }   // (never out of order on disk; cheap insurance if one was)
     }
 }
 
