@@ -26,6 +26,7 @@
 # PARKWISE_BENCH_BASELINE (a libgpiod 1.6 agent binary of an older build: it runs in every boot as a third agent, on
 # GPIO10 with configs/bench2.yaml, and its edges alternate with the two others' in the tmpfs and loaded phases, so a
 # change is measured before and after in the same boots; the summary prints parkwise / baseline)
+# PARKWISE_BENCH_PERF (1: a host `perf record` of the qemu process during each tmpfs phase, its top symbols printed)
 # PARKWISE_AGENT (a libgpiod 1.6 agent binary instead of building one) PARKWISE_VM_BUILD, PARKWISE_VM_CACHE as in
 # run-tests.sh. PARKWISE_BENCH_OUT: where the raw figures go (default: a temporary directory, kept and printed).
 set -uo pipefail
@@ -101,6 +102,25 @@ run() {
     return $rc
 }
 
+# tmpfs_run BOOT: the tmpfs phase; with PARKWISE_BENCH_PERF=1 a host `perf` profile of qemu meanwhile (what the emulated
+# CPU spends its time on: translated code, lookups of translated blocks, device emulation), kept in WORK, top printed.
+tmpfs_run() {
+    local rc perf_pid="" report="$WORK/qemu-boot$1.txt"
+    if [[ "${PARKWISE_BENCH_PERF:-0}" == 1 ]]; then
+        command -v perf > /dev/null || apt-get install -y -q --no-install-recommends linux-perf > /dev/null
+        perf record -q -F 999 -p "$QEMU_PID" -o "$WORK/qemu-boot$1.perf" > /dev/null 2>&1 & perf_pid=$!
+    fi
+    run "$1" tmpfs "sbs_lat $EDGES $GAP"; rc=$?
+    if [[ -n "$perf_pid" ]]; then
+        kill -INT "$perf_pid" 2> /dev/null
+        wait "$perf_pid" 2> /dev/null
+        perf report -q -i "$WORK/qemu-boot$1.perf" --no-children --sort dso,sym > "$report" 2> /dev/null
+        echo "  qemu's profile during the tmpfs phase (host perf, the whole VM), top symbols ($report):"
+        sed -n '1,15p' "$report" | sed 's/^/    /'
+    fi
+    return $rc
+}
+
 boot() {
     local b=$1 dir="$WORK/boot$1"
     mkdir -p "$dir"
@@ -115,7 +135,7 @@ boot() {
     vm_up "$dir" || { echo "vm-bench: boot $b: the VM did not come up"; return 1; }
     { run "$b" disks "MOUNT_OPTS='$MOUNT_OPTS' sbs_disks" &&
       run "$b" start "sbs_start c && sbs_start pw /tmp/outbox-pw${BASELINE:+ && sbs_start pb /tmp/outbox-pb}" &&
-      { ! phase tmpfs || run "$b" tmpfs "sbs_lat $EDGES $GAP"; } &&
+      { ! phase tmpfs || tmpfs_run "$b"; } &&
       { ! phase idle || run "$b" idle "probe idle $IDLE c,\$(cat /tmp/c.pid) pw,\$(cat /tmp/pw.pid)"; } &&
       { ! phase strace || run "$b" strace "sbs_strace $((EDGES / 2)) $GAP"; }; } || { vm_down; return 1; }
     if phase loaded; then
