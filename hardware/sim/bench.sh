@@ -26,6 +26,8 @@
 # PARKWISE_BENCH_BASELINE (a libgpiod 1.6 agent binary of an older build: it runs in every boot as a third agent, on
 # GPIO10 with configs/bench2.yaml, and its edges alternate with the two others' in the tmpfs and loaded phases, so a
 # change is measured before and after in the same boots; the summary prints parkwise / baseline)
+# PARKWISE_BENCH_BASELINE_REV (a git revision of this repository instead: its tree is exported and built like the
+# agent in .build/vm-baseline-REV, kept, so the next run's build is incremental; e.g. the commit before a change)
 # PARKWISE_BENCH_PERF (1: a host `perf record` of the qemu process during each tmpfs phase, its top symbols printed)
 # PARKWISE_AGENT (a libgpiod 1.6 agent binary instead of building one) PARKWISE_VM_BUILD, PARKWISE_VM_CACHE as in
 # run-tests.sh. PARKWISE_BENCH_OUT: where the raw figures go (default: a temporary directory, kept and printed).
@@ -80,6 +82,21 @@ MODS="$(vm_block_modules)" || die "no block modules"
 EXTRAS=("$WORK/c-agent=/usr/local/bin/c-agent" "$WORK/probe=/usr/local/bin/probe" "$(command -v strace)=/usr/bin/strace"
         "$HERE/guest/sbs.sh=/sim/sbs.sh")
 BASELINE="${PARKWISE_BENCH_BASELINE:-}"
+rev=""
+if [[ -z "$BASELINE" && -n "${PARKWISE_BENCH_BASELINE_REV:-}" ]]; then
+    rev="$(git -C "$REPO" rev-parse --short "${PARKWISE_BENCH_BASELINE_REV}^{commit}" 2>/dev/null)" \
+        || die "PARKWISE_BENCH_BASELINE_REV=$PARKWISE_BENCH_BASELINE_REV is not a revision of $REPO"
+    tree="$REPO/.build/vm-baseline-$rev/tree"   # (one place per revision: the next run's build is incremental)
+    if [[ ! -f "$tree/Package.swift" ]]; then
+        rm -rf "$tree"; mkdir -p "$tree" || die "cannot make $tree"
+        git -C "$REPO" archive "$rev" | tar -x -C "$tree" || die "the tree of $rev could not be exported"
+    fi
+    echo "vm-bench: building the baseline agent of $rev in $REPO/.build/vm-baseline-$rev" >&2
+    (cd "$tree" && env -u PKG_CONFIG_PATH PARKWISE_LIBGPIOD=1 swift build -c release --static-swift-stdlib \
+        --scratch-path "$REPO/.build/vm-baseline-$rev/build" --product parkwise-agent) > "$WORK/baseline-build.log" 2>&1 \
+        || { tail -n 20 "$WORK/baseline-build.log" >&2; die "the baseline agent of $rev does not build"; }
+    BASELINE="$REPO/.build/vm-baseline-$rev/build/release/parkwise-agent"
+fi
 if [[ -n "$BASELINE" ]]; then
     [[ -x "$BASELINE" ]] || die "PARKWISE_BENCH_BASELINE=$BASELINE is not an executable agent binary"
     EXTRAS+=("$BASELINE=/usr/local/bin/parkwise-baseline")
@@ -154,7 +171,7 @@ boot() {
 }
 
 echo "vm-bench: $BOOTS boot(s), $EDGES edges per agent and run; raw figures in $RESULTS"
-echo "vm-bench: parkwise-agent $AGENT ($(git -C "$REPO" rev-parse --short HEAD 2>/dev/null))${BASELINE:+, baseline $BASELINE}"
+echo "vm-bench: parkwise-agent $AGENT ($(git -C "$REPO" rev-parse --short HEAD 2>/dev/null))${BASELINE:+, baseline $BASELINE}${rev:+ ($rev)}"
 for b in $(seq 1 "$BOOTS"); do boot "$b"; done
 python3 "$HERE/bench/summary.py" "$RESULTS"
 echo "vm-bench: raw figures kept in $RESULTS"
