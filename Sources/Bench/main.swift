@@ -3,6 +3,7 @@ import Glibc
 // Benchmarks that print figures (never assertions); deploy/dev/bench.sh runs them all.
 //   parkwise-bench core [changes] [generate-only]   core throughput
 //   parkwise-bench uplink <broker-port> <dir>        outbox append cost, drain of 200, sustained QoS 1
+//   parkwise-bench drain <broker-port> <dir>         drain of a full outbox at the capacity limit (20,000)
 //   parkwise-bench sustained <broker-port> <dir>     highest rate without drops, broker acking in 5-20 ms
 //   parkwise-bench wire [encodes]                    ns per payload encode: hand-written vs JSONEncoder
 //   parkwise-bench delivery [events]                 the delivery ledger's cost per event, live and in an outage
@@ -14,6 +15,12 @@ case "uplink":
         exit(64)
     }
     await uplinkBench(port: port, directory: arguments[2])
+case "drain":
+    guard arguments.count == 3, let port = Int(arguments[1]) else {
+        print("usage: parkwise-bench drain <broker-port> <dir>")
+        exit(64)
+    }
+    await drainBench(port: port, directory: arguments[2])
 case "sustained":
     guard arguments.count == 3, let port = Int(arguments[1]) else {
         print("usage: parkwise-bench sustained <broker-port> <dir>")

@@ -194,7 +194,7 @@ public final class UplinkSession {
             forgetInFlight()
             rebirth()
             let backlog = outbox.pending
-            if !backlog.isEmpty { Log.info("outbox replay", ["events": backlog.count, "first_seq": backlog[0].event.seq]) }
+            if let first = backlog.first { Log.info("outbox replay", ["events": backlog.count, "first_seq": first.event.seq]) }
             return .connected
         case .disconnected(let number, _):
             guard connection == number else { return nil }

@@ -151,7 +151,7 @@ func pendingOnDisk(_ path: String) -> (pending: [UInt64], records: Int) {
             for seq in 1...4 { #expect(outbox.append(entry(UInt64(seq), spot: "P2-A-0\(seq)")).failure == nil) }
             outbox.remove(seq: 2)
             #expect(outbox.append([entry(5, spot: "P2-A-05"), entry(6, spot: "P2-A-06")], sparing: [3]).failure == nil)
-            #expect(outbox.replaceAll(outbox.pending) == nil)   // the compaction's rewrite
+            #expect(outbox.replaceAll(Array(outbox.pending)) == nil)   // the compaction's rewrite
         }
         let whole = try Data(contentsOf: URL(fileURLWithPath: log))
         let (full, _) = try DurableOutbox.open(directory: dir, capacity: 3)
@@ -297,7 +297,7 @@ func pendingOnDisk(_ path: String) -> (pending: [UInt64], records: Int) {
             let (outbox, _) = try DurableOutbox.open(directory: dir, capacity: 200)
             for seq in 1...8 { _ = outbox.append(entry(UInt64(seq))) }
             for seq in [1, 2, 4, 6, 8] { outbox.remove(seq: UInt64(seq)) }
-            #expect(outbox.replaceAll(outbox.pending) == nil)   // rewritten: floor 8, then 3, 5, 7
+            #expect(outbox.replaceAll(Array(outbox.pending)) == nil)   // rewritten: floor 8, then 3, 5, 7
         }
         let log = dir + "/outbox.log"
         var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: log)))

@@ -10,7 +10,7 @@ import SystemIO
 public final class DurableOutbox: Outbox {
     public let capacity: Int
     /// The pending events, in the book's order (the book has their seqs; these carry their bytes).
-    private var entries: [OutboxEntry]
+    private var entries: PendingEvents
     /// Which records the file gets for each change (pure: `Sources/Delivery/OutboxBook.swift`); this class makes them.
     private var book: OutboxBook
     private let log: OutboxLog
@@ -42,10 +42,10 @@ public final class DurableOutbox: Outbox {
         var problems = loaded.problems
         outbox.lostAtOpen = loaded.lost
         outbox.acknowledgedAtOpen = loaded.acknowledged
-        if outbox.entries.count > capacity {
+        if outbox.count > capacity {
             // (A smaller capacity than the last run's.) Kept: the last run may have sent them, and an event that may
             // arrive is never given up. New events make room among themselves until acknowledgements bring it down.
-            problems.append("outbox holds \(outbox.entries.count) events for a capacity of \(capacity): kept until the broker "
+            problems.append("outbox holds \(outbox.count) events for a capacity of \(capacity): kept until the broker "
                             + "has them")
         }
         return (outbox, problems)
@@ -53,27 +53,26 @@ public final class DurableOutbox: Outbox {
 
     private init(capacity: Int, entries: [OutboxEntry], book: OutboxBook, log: OutboxLog) {
         self.capacity = capacity
-        self.entries = entries
+        self.entries = PendingEvents(entries)
         self.book = book
         self.log = log
     }
 
     public var count: Int { entries.count }
-    public var pending: [OutboxEntry] { entries }
+    public var pending: ArraySlice<OutboxEntry> { entries.all }
 
     /// Group commit: the whole batch and the removals it forces reach the disk in one write with one sync, so the file
     /// holds no more than `capacity` pending events once it is synced (a write torn in between may leave more: the next
     /// start gives them up as a full outbox would, and declares them). An event of the batch that is given up at once
     /// is not added: its drop record is all.
     public func append(_ batch: [OutboxEntry], sparing: Set<UInt64>) -> (dropped: [OutboxEntry], failure: UplinkError?) {
-        let dropped = OverflowPolicy.admit(batch, into: &entries, capacity: capacity, sparing: sparing)
+        let dropped = entries.admit(batch, capacity: capacity, sparing: sparing)
         return (dropped, make(book.append(batch.map(\.event.seq), dropped: dropped.map(\.event.seq))))
     }
 
     /// The event leaves; its removal record waits for the next write.
     public func remove(seq: UInt64) {
-        guard let i = entries.firstIndex(where: { $0.event.seq == seq }) else { return }
-        entries.remove(at: i)
+        guard entries.remove(seq: seq) else { return }
         book.remove(seq)
     }
 
@@ -85,8 +84,7 @@ public final class DurableOutbox: Outbox {
     public func recordFloor(_ seq: UInt64) -> UplinkError? { make(book.recordFloor(seq)) }
 
     public func discard(_ seqs: [UInt64]) -> UplinkError? {
-        let gone = Set(seqs)
-        entries.removeAll { gone.contains($0.event.seq) }
+        entries.removeAll(seqs: Set(seqs))
         return make(book.discard(seqs))
     }
 
@@ -103,7 +101,7 @@ public final class DurableOutbox: Outbox {
     public func writeChanges() -> UplinkError? { make(book.writeChanges()) }
 
     public func replaceAll(_ replacement: [OutboxEntry]) -> UplinkError? {
-        entries = replacement
+        entries.replace(with: replacement)
         return make(book.rewriteAll())
     }
 
@@ -111,7 +109,7 @@ public final class DurableOutbox: Outbox {
     private func make(_ first: OutboxBook.Write?) -> UplinkError? {
         var next = first
         while let write = next {
-            let records = write.records.map { OutboxLog.Record($0, entries: entries) }
+            let records = write.records.map { OutboxLog.Record($0, entries: entries.all) }
             do {
                 if write.rewrite {
                     try log.rewrite(records)

@@ -7,8 +7,8 @@ import ParkWiseContract
 public protocol Outbox: AnyObject {
     var capacity: Int { get }
     var count: Int { get }
-    /// Oldest first.
-    var pending: [OutboxEntry] { get }
+    /// Oldest first (a view of the outbox's own storage: reading it copies nothing).
+    var pending: ArraySlice<OutboxEntry> { get }
     /// Stores a batch of events (oldest first) before they count as accepted: all at once, with one
     /// sync. Returns the events dropped to make room (not those in `sparing` unless nothing else is
     /// left; possibly some of the batch itself), and what failed if the batch could not be stored
@@ -42,23 +42,21 @@ public protocol Outbox: AnyObject {
 /// The outbox held in memory only: lost with the process.
 public final class MemoryOutbox: Outbox {
     public let capacity: Int
-    private var events: [OutboxEntry] = []
+    private var events = PendingEvents()
 
     public init(capacity: Int) { self.capacity = capacity }
 
     public var count: Int { events.count }
-    public var pending: [OutboxEntry] { events }
+    public var pending: ArraySlice<OutboxEntry> { events.all }
 
     public func append(_ batch: [OutboxEntry], sparing: Set<UInt64>) -> (dropped: [OutboxEntry], failure: UplinkError?) {
-        (OverflowPolicy.admit(batch, into: &events, capacity: capacity, sparing: sparing), nil)
+        (events.admit(batch, capacity: capacity, sparing: sparing), nil)
     }
 
-    public func remove(seq: UInt64) {
-        if let i = events.firstIndex(where: { $0.event.seq == seq }) { events.remove(at: i) }
-    }
+    public func remove(seq: UInt64) { events.remove(seq: seq) }
 
     public func replaceAll(_ entries: [OutboxEntry]) -> UplinkError? {
-        events = entries
+        events.replace(with: entries)
         return nil
     }
 
@@ -67,8 +65,7 @@ public final class MemoryOutbox: Outbox {
     public func dropsAnnounced(_ seqs: ClosedRange<UInt64>) {}
     public func recordFloor(_ seq: UInt64) -> UplinkError? { nil }
     public func discard(_ seqs: [UInt64]) -> UplinkError? {
-        let gone = Set(seqs)
-        events.removeAll { gone.contains($0.event.seq) }
+        events.removeAll(seqs: Set(seqs))
         return nil
     }
     public func writeChanges() -> UplinkError? { nil }
@@ -86,15 +83,17 @@ extension Outbox {
     public func wire(seq: UInt64) -> [UInt8]? {
         let events = pending
         guard let i = events.index(seq: seq) else { return nil }
-        return events.withUnsafeBufferPointer { $0[i].wire }   // (an array's subscript copied the whole entry first)
+        // (A subscript copied the whole entry first; the buffer counts from 0, the slice's indices from its start.)
+        return events.withUnsafeBufferPointer { $0[i - events.startIndex].wire }
     }
 }
 
-extension [OutboxEntry] {
-    /// Where the event with this seq is (binary search: an outbox holds its events in seq order).
+extension ArraySlice<OutboxEntry> {
+    /// Where the event with this seq is, an index of this slice (binary search: an outbox holds its events in seq
+    /// order).
     func index(seq: UInt64) -> Int? {
-        // Through the buffer: an array's subscript copies each entry it is asked for (a dozen strings retained).
-        withUnsafeBufferPointer { events in
+        // Through the buffer: a subscript copies each entry it is asked for (a dozen strings retained).
+        let found: Int? = withUnsafeBufferPointer { events in
             var low = 0, high = events.count
             while low < high {
                 let mid = (low + high) / 2
@@ -103,6 +102,7 @@ extension [OutboxEntry] {
             if low < events.count && events[low].event.seq == seq { return low }
             return events.firstIndex { $0.event.seq == seq }   // (never out of order on disk; cheap insurance if one was)
         }
+        return found.map { startIndex + $0 }
     }
 }
 

@@ -40,7 +40,7 @@ final class OutboxLog {
         }
 
         /// The book's record as the file writes it (an add carries its event, found among `entries` by seq).
-        init(_ record: OutboxBook.Record, entries: [OutboxEntry]) {
+        init(_ record: OutboxBook.Record, entries: ArraySlice<OutboxEntry>) {
             switch record {
             case .add(let seq): self.init(add: entries.index(seq: seq).map { entries[$0] })
             case .del(let seq): self.init(del: seq)
@@ -191,7 +191,7 @@ final class OutboxLog {
             // Start the new file with what was recovered from the damaged one, in the book's order.
             var book = OutboxBook(capacity: entries.count, pending: entries.map(\.event.seq), drops: drops,
                                   highest: parsed.highest, deadRecords: 0)
-            let rewrite = book.rewriteAll().records.map { Record($0, entries: entries) }
+            let rewrite = book.rewriteAll().records.map { Record($0, entries: entries[...]) }
             try log.rewrite(rewrite)
             records = rewrite.count
         }

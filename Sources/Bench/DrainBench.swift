@@ -1,0 +1,48 @@
+import Glibc
+import MQTT
+import ParkWiseContract
+import ParkWiseCore
+import Uplink
+
+/// A full outbox at the largest capacity the agent keeps (`ConfigDefaults.outboxCapacityLimit`) drained after an
+/// outage: the time from the connection to the last PUBACK, and the agent's own CPU in it (the broker's is not).
+func drainBench(port: Int, directory: String) async {
+    let capacity = ConfigDefaults.outboxCapacityLimit
+    guard let (outbox, _) = try? DurableOutbox.open(directory: directory + "/drain-full", capacity: capacity) else {
+        print("cannot open outbox in \(directory)")
+        return
+    }
+    let (stream, continuation) = AsyncStream.makeStream(of: LinkEvent.self)
+    let link = MQTTLink(settings: LinkSettings(brokers: [.init(host: "127.0.0.1", port: port, tls: false)],
+                                               clientID: "bench-drain", keepaliveSeconds: 30, will: nil, subscriptions: []))
+    { continuation.yield($0) }
+    let uplink = BenchUplink(session: UplinkSession(link: link, topics: Topics(site: "bench", device: "d2"), outbox: outbox,
+                                                    birth: StatusPayload(state: "online")), capacity: capacity)
+    for first in stride(from: 1, through: capacity, by: 500) {
+        uplink.accept((first..<first + 500).map { benchEntry(UInt64($0)) })
+    }
+    link.start()
+    var connectedAt = 0.0
+    var cpuAtConnect = 0.0
+    for await event in stream {
+        uplink.handle(event)
+        if case .connected = event {
+            connectedAt = now()
+            cpuAtConnect = processCPU()
+        }
+        if connectedAt > 0 && uplink.session.outboxCount == 0 {
+            let seconds = now() - connectedAt
+            let cpu = processCPU() - cpuAtConnect
+            print("drain of \(capacity) buffered events (the capacity limit): \(Int(seconds * 1000)) ms, "
+                  + "\(Int(cpu * 1e6 / Double(capacity))) µs of the agent's CPU per event")
+            break
+        }
+    }
+    link.stop()
+}
+
+private func processCPU() -> Double {
+    var t = timespec()
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t)
+    return Double(t.tv_sec) + Double(t.tv_nsec) / 1e9
+}
