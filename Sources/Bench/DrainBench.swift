@@ -46,3 +46,24 @@ private func processCPU() -> Double {
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t)
     return Double(t.tv_sec) + Double(t.tv_nsec) / 1e9
 }
+
+/// An outbox full at the capacity limit (spot events of the campus's 156 spots) taking more events during an outage:
+/// what `OverflowPolicy` costs for each event it makes room for (no disk: the memory outbox).
+func overflowBench(events: Int) {
+    let capacity = ConfigDefaults.outboxCapacityLimit
+    let outbox = MemoryOutbox(capacity: capacity)
+    _ = outbox.append((1...capacity).map { spotEntry(UInt64($0)) }, sparing: [])
+    let start = now()
+    var dropped = 0
+    for seq in capacity + 1...capacity + events { dropped += outbox.append(spotEntry(UInt64(seq))).dropped.count }
+    let seconds = now() - start
+    print("overflow of a full outbox of \(capacity): \(Int(seconds * 1e6 / Double(events))) µs per event admitted "
+          + "(\(dropped) given up for \(events))")
+}
+
+/// A spot event of one of 156 spots, as the agent stores it.
+private func spotEntry(_ seq: UInt64) -> OutboxEntry {
+    var entry = benchEntry(seq)
+    entry.event.spot = "P\(seq % 3 + 1)-A-\(seq % 52)"
+    return entry
+}

@@ -28,6 +28,7 @@ fi
 echo "== payload encode on the edge path (hand-written vs JSONEncoder, same bytes)"
 "$bin/parkwise-bench" wire 200000
 "$bin/parkwise-bench" delivery 1000000
+"$bin/parkwise-bench" overflow 200
 
 echo "== release binary"
 strip -o "$work/parkwise-agent.stripped" "$bin/parkwise-agent"
