@@ -144,12 +144,12 @@ spot_changes() {  # Pi 4 profile: GPIO17 and pin 13 (= GPIO27) on pinctrl-bcm271
     check "lines requested with the agent as consumer" "wait_used pi4 17 && wait_used pi4 27 && info pi4 17 | grep parkwise-agent && info pi4 27 | grep parkwise-agent" &&
     check "free at start (retained)" "retained $T/pi4-spots/state/spot/P1-A-01 | grep '\"state\":\"free\"'" &&
     check "GPIO17 high -> spot.occupied" "pull pi4 17 up && wait_msg 10 $T/pi4-spots/events '\"spot.occupied\"' '\"P1-A-01\"'" &&
-    check "retained occupied" "sleep 0.3; retained $T/pi4-spots/state/spot/P1-A-01 | grep '\"state\":\"occupied\"'" &&
+    check "retained occupied" "wait_retained 5 $T/pi4-spots/state/spot/P1-A-01 '\"state\":\"occupied\"'" &&
     check "status: GPIO17 high, one change" "\$AGENT status --json --outbox /tmp/outbox-spots > /tmp/status.json; grep -q '\"changes\":1,\"feeds\":\"spot P1-A-01\",\"filtered\":true,\"health\":\"ok\",\"input\":\"GPIO17\",\"last_change\":\"[^\"]*\",\"last_change_ago_s\":[0-9.e-]*,\"raw\":true' /tmp/status.json || { cat /tmp/status.json; false; }" &&
     check "pin 13 high -> spot.occupied P1-A-02" "pull pi4 27 up && wait_msg 10 $T/pi4-spots/events '\"spot.occupied\"' '\"P1-A-02\"'" &&
-    check "level count 2 from spots" "sleep 0.3; retained $T/pi4-spots/state/level/P1 | grep '\"occupied\":2'" &&
+    check "level count 2 from spots" "wait_retained 5 $T/pi4-spots/state/level/P1 '\"occupied\":2'" &&
     check "GPIO17 low -> spot.vacated" "pull pi4 17 down && wait_msg 10 $T/pi4-spots/events '\"spot.vacated\"' '\"P1-A-01\"'" &&
-    check "retained free" "sleep 0.3; retained $T/pi4-spots/state/spot/P1-A-01 | grep '\"state\":\"free\"'" &&
+    check "retained free" "wait_retained 5 $T/pi4-spots/state/spot/P1-A-01 '\"state\":\"free\"'" &&
     check "a 30 ms blip is filtered (delayed_on 1s)" "pull pi4 17 up; usleep 30000; pull pi4 17 down; sleep 1.5; [ \$(msgs $T/pi4-spots/events '\"P1-A-01\"' | wc -l) -eq 2 ]" &&
     check "SIGTERM: clean stop, lines released, offline status" "stop spots && wait_free pi4 17 && wait_free pi4 27 && retained $T/pi4-spots/status | grep '\"offline\"'"
 }
@@ -234,7 +234,7 @@ edge_queue_full() {  # GPIO12: 41 edges while the agent is stopped; the kernel k
     check "agent starts" "start burst pi4-burst.yaml && wait_used pi4 12" &&
     check "held (SIGSTOP): 41 edges, ending high; SIGCONT" "kill -STOP \$(cat /tmp/burst.pid) && i=0; while [ \$i -lt 20 ]; do pull pi4 12 up; pull pi4 12 down; i=\$((i + 1)); done; pull pi4 12 up; [ \$(value pi4 12) = 1 ] && kill -CONT \$(cat /tmp/burst.pid)" &&
     check "the level read again: spot.occupied" "wait_msg 10 $T/pi4-burst/events '\"spot.occupied\"' '\"P1-A-12\"' || { cat /tmp/burst.log; false; }" &&
-    check "retained occupied" "sleep 0.3; retained $T/pi4-burst/state/spot/P1-A-12 | grep '\"state\":\"occupied\"'" &&
+    check "retained occupied" "wait_retained 5 $T/pi4-burst/state/spot/P1-A-12 '\"state\":\"occupied\"'" &&
     check "said in the log" "grep 'GPIO edge queue was full' /tmp/burst.log" &&
     check "clean stop" "stop burst"
 }

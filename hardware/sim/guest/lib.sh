@@ -81,6 +81,17 @@ wait_count() {
 no_msg() { if msgs "$@"; then echo "unexpected message(s) above"; return 1; fi; return 0; }
 # retained TOPIC: the retained payload now on the broker.
 retained() { mosquitto_sub -h 127.0.0.1 -t "$1" -C 1 -W 3; }
+# wait_retained SECONDS TOPIC TEXT: until the payload retained on TOPIC holds TEXT; prints it. (A spot's or a level's
+# state goes at most once a second: a change within the second after the last comes up to 1.25 s later, StatePace.)
+wait_retained() {
+    end=$(( $(date +%s) + $1 ))
+    while :; do
+        out="$(retained "$2")"
+        case "$out" in *"$3"*) printf '%s\n' "$out"; return 0 ;; esac
+        [ "$(date +%s)" -gt $end ] && { echo "retained on $2: $out (expected $3)"; return 1; }
+        usleep 100000
+    done
+}
 
 # start NAME CONFIG: the agent in the background (log /tmp/NAME.log), then wait for its online status.
 start() {
